@@ -1,0 +1,85 @@
+"""The ONE place that patches Dynamo. Every patch saves the original and
+``remove()`` puts it back exactly, so ``uninstall()`` restores stock torch.
+
+Hook points (torch 2.13, see DESIGN.md):
+- ``VariableBuilder._wrap``: every value read from a source (arguments,
+  globals, attributes) passes here. Ours are checked first; anything else goes
+  to the original.
+- ``SourcelessBuilder.create`` and its exact-type table
+  ``SourcelessBuilder._type_handlers`` (the table is also used for nested
+  list/tuple items through a closure over the original ``create``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import _compat as C
+
+_lock = threading.Lock()
+_saved: dict[str, Any] = {}
+_MISSING = object()
+
+
+def is_active() -> bool:
+    return bool(_saved)
+
+
+def apply() -> None:
+    from .variables import registry
+
+    with _lock:
+        if _saved:
+            return
+        original_wrap = C.VariableBuilder._wrap
+        original_create = C.SourcelessBuilder.__dict__["create"]
+        create_fn = original_create.__func__
+
+        def _wrap(self: Any, value: Any) -> Any:
+            tracker = registry.tracker_for_source(self.tx, self.source, value)
+            if tracker is not None:
+                return tracker
+            return original_wrap(self, value)
+
+        def create(tx: Any, value: Any) -> Any:
+            tracker = registry.tracker_for(value)
+            if tracker is not None:
+                return tracker
+            return create_fn(tx, value)
+
+        def fast_handler(tx: Any, value: Any) -> Any:
+            return registry.tracker_for(value)
+
+        table = C.SourcelessBuilder._type_handlers
+        saved_table = {t: table.get(t, _MISSING) for t in registry.sourceless_types()}
+        _saved.update(wrap=original_wrap, create=original_create, table=saved_table)
+
+        C.VariableBuilder._wrap = _wrap
+        C.SourcelessBuilder.create = staticmethod(create)
+        for t in saved_table:
+            table[t] = fast_handler
+    _reset_dynamo()
+
+
+def remove() -> None:
+    with _lock:
+        if not _saved:
+            return
+        C.VariableBuilder._wrap = _saved["wrap"]
+        C.SourcelessBuilder.create = _saved["create"]
+        table = C.SourcelessBuilder._type_handlers
+        for t, handler in _saved["table"].items():
+            if handler is _MISSING:
+                table.pop(t, None)
+            else:
+                table[t] = handler
+        _saved.clear()
+    _reset_dynamo()
+
+
+def _reset_dynamo() -> None:
+    # Compiled code and guards made under the other regime must not be reused.
+    import torch._dynamo
+
+    torch._dynamo.reset()

@@ -1,0 +1,35 @@
+"""Placement guards: exact type plus equality of the fields that define it.
+
+Built-in placements are guarded with C++ guards only (``TYPE_MATCH`` and an
+``EQUALS_MATCH`` per field); other placements with their own ``__eq__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _compat as C
+from ._lambda import install_predicate
+
+# Fields that fully determine a built-in placement's value, by exact type name.
+_FIELDS = {
+    "Shard": ("dim",),
+    "_StridedShard": ("dim", "split_factor"),
+    "Replicate": (),
+    "Partial": ("reduce_op",),
+}
+
+
+def install_placement_guard(source: Any, placement: Any) -> None:
+    C.install_guard(source.make_guard(C.GuardBuilder.TYPE_MATCH))
+    cls = type(placement)
+    fields = _FIELDS.get(cls.__name__) if cls.__module__.startswith("torch.") else None
+    if fields is not None:
+        for field in fields:
+            C.install_guard(C.AttrSource(source, field).make_guard(C.GuardBuilder.EQUALS_MATCH))
+        return
+
+    def make_check(p_now: Any):
+        return lambda p: p == p_now
+
+    install_predicate(source, make_check, f"dynamo_dist: `{source.name}` == {placement!r}")

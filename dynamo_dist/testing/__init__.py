@@ -1,0 +1,16 @@
+"""Test helpers for dynamo_dist and for users' own distributed code.
+
+Importable without pytest:
+
+- ``fake_world(world_size, rank)``: a single-process fake process-group world.
+- ``distributed_objects_in(graph_module)``: meshes, groups and placements that
+  leaked into an FX graph (rule 1: there must be none).
+- ``compile_and_run(fn, *args, fullgraph=True)``: compiled result, eager
+  result, captured graphs and frame count, side by side.
+"""
+
+from .fake_world import fake_world, make_mesh
+from .graph_checks import distributed_objects_in
+from .oracle import CompiledRun, compile_and_run
+
+__all__ = ["fake_world", "make_mesh", "distributed_objects_in", "compile_and_run", "CompiledRun"]

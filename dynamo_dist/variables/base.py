@@ -1,0 +1,277 @@
+"""Shared machinery of the dynamo_dist VariableTrackers.
+
+A tracked object wraps the *real* mesh / placement / process group that is
+known at trace time. Queries are answered by evaluating them on that real
+object (constant folding) — soundness comes from the guards installed when a
+sourced object is first wrapped (``dynamo_dist.guards``) and from sourceless
+objects only ever being derived from guarded ones.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, ClassVar
+
+from .. import _compat as C
+from .members import Kind, Member
+
+GB_PREFIX = "dynamo_dist:"
+
+_RICHCOMPARE = {
+    "__eq__": operator.eq,
+    "__ne__": operator.ne,
+    "__lt__": operator.lt,
+    "__le__": operator.le,
+    "__gt__": operator.gt,
+    "__ge__": operator.ge,
+}
+
+
+def graph_break(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:
+    """A clean, explained graph break. ``gb_type`` never carries per-call data."""
+    C.unimplemented(
+        gb_type=f"{GB_PREFIX} {gb_type}",
+        context=context,
+        explanation=explanation,
+        hints=hints,
+    )
+
+
+def raise_like_eager(tx: Any, exc: BaseException) -> Any:
+    """Re-raise an exception the real object raised, as the user's program
+    would see it in eager mode."""
+    exc_type = type(exc)
+    if getattr(builtins, exc_type.__name__, None) is exc_type:
+        C.raise_observed_exception(exc_type, tx, args=[str(a) for a in exc.args] or [str(exc)])
+    graph_break(
+        "query raised a non-builtin exception",
+        f"{exc_type.__name__}: {exc}",
+        f"The query raised {exc_type.__name__}: {exc}. Dynamo can only re-raise "
+        "builtin exception types inside a compiled region.",
+        ["Fix the call so it does not raise, or make it outside the compiled function."],
+    )
+
+
+def constant_args(tx: Any, what: str, args: list, kwargs: dict) -> tuple[list, dict]:
+    """Python values of call arguments; a graph break if one is only known at run time."""
+    try:
+        return (
+            [a.as_python_constant() for a in args],
+            {k: v.as_python_constant() for k, v in kwargs.items()},
+        )
+    except NotImplementedError:
+        graph_break(
+            "argument is not a trace-time constant",
+            f"{what} args={args} kwargs={kwargs}",
+            f"`{what}` was called with an argument whose value is only known when the "
+            "graph runs (a tensor or a dynamic value), so it cannot be folded.",
+            [
+                "Pass Python ints/strings (not tensors or SymInts) to mesh, placement "
+                "and process-group queries.",
+                "If the value comes from a tensor, compute it outside the compiled function.",
+            ],
+        )
+
+
+class Rebuild:
+    """How to recreate a sourceless tracked object in bytecode: take ``root``
+    (a tracker that can itself be reconstructed) and replay ``steps``."""
+
+    __slots__ = ("root", "steps")
+
+    def __init__(self, root: C.VariableTracker, steps: tuple) -> None:
+        self.root, self.steps = root, steps
+
+    def then(self, *step: Any) -> "Rebuild":
+        return Rebuild(self.root, self.steps + (step,))
+
+    def __call__(self, codegen: Any) -> None:
+        codegen.add_push_null(
+            lambda: codegen.load_import_from("dynamo_dist.variables._rebuild", "apply_steps")
+        )
+        codegen(self.root)
+        codegen.extend_output([codegen.create_load_const(self.steps)])
+        codegen.extend_output(C.create_call_function(2, False))
+
+
+def step_for(tracker: C.VariableTracker, *step: Any) -> Rebuild:
+    rebuild = getattr(tracker, "rebuild", None)
+    if tracker.source is None and rebuild is not None:
+        return rebuild.then(*step)
+    return Rebuild(tracker, (step,))
+
+
+class DistObjectVariable(C.VariableTracker):
+    """Base tracker: a real distributed object, queried through a member table."""
+
+    MEMBERS: ClassVar[dict[str, Member]] = {}
+    LABEL: ClassVar[str] = "object"
+
+    _nonvar_fields = {"value", "rebuild", *C.VariableTracker._nonvar_fields}
+
+    def __init__(self, value: Any, rebuild: Rebuild | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+        self.rebuild = rebuild
+
+    # -- identity ----------------------------------------------------------
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def is_python_equal(self, other: object) -> bool:
+        return isinstance(other, C.VariableTracker) and other.is_python_constant() and (
+            self.value == other.as_python_constant()
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+    def debug_repr(self) -> str:
+        return repr(self.value)
+
+    # -- slots -------------------------------------------------------------
+    def hash_impl(self, tx: Any) -> tuple[int, bool]:
+        return hash(self.value), False
+
+    def richcompare_impl(self, tx: Any, other: C.VariableTracker, op: str) -> C.VariableTracker:
+        if not other.is_python_constant():
+            return C.ConstantVariable.create(NotImplemented)
+        try:
+            result = getattr(self.value, op)(other.as_python_constant())
+        except Exception as e:  # eager raises the same
+            raise_like_eager(tx, e)
+        return C.ConstantVariable.create(result)
+
+    def repr_impl(self, tx: Any) -> C.VariableTracker:
+        return C.ConstantVariable.create(repr(self.value))
+
+    def str_impl(self, tx: Any) -> C.VariableTracker:
+        return C.ConstantVariable.create(str(self.value))
+
+    def call_obj_hasattr(self, tx: Any, name: str) -> C.VariableTracker:
+        return C.ConstantVariable.create(hasattr(self.value, name))
+
+    def bool_impl(self, tx: Any) -> C.VariableTracker | None:
+        return C.ConstantVariable.create(bool(self.value))
+
+    # -- reconstruction ----------------------------------------------------
+    def reconstruct(self, codegen: Any) -> None:
+        if self.rebuild is None:
+            graph_break(
+                f"{self.LABEL} cannot be reconstructed",
+                repr(self.value),
+                f"A {self.LABEL} built inside the compiled region escapes it, and "
+                "dynamo_dist does not know how to rebuild it in bytecode.",
+                [f"Return the inputs you need instead of the {self.LABEL}, or build it outside."],
+            )
+        self.rebuild(codegen)
+
+    # -- members -----------------------------------------------------------
+    def var_getattr(self, tx: Any, name: str) -> C.VariableTracker:
+        member = self.MEMBERS.get(name)
+        if member is None:
+            return self.unknown_member(tx, name, None)
+        if member.method:
+            return C.GetAttrVariable(self, name, py_type=type(getattr(type(self.value), name, None)))
+        return self.apply_member(tx, name, member, [], {})
+
+    def call_method(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
+        member = self.MEMBERS.get(name)
+        if member is not None and member.method:
+            return self.apply_member(tx, name, member, args, kwargs)
+        if name.startswith("__") and name.endswith("__"):
+            return super().call_method(tx, name, args, kwargs)
+        return self.unknown_member(tx, name, (args, kwargs))
+
+    def apply_member(
+        self, tx: Any, name: str, member: Member, args: list, kwargs: dict
+    ) -> C.VariableTracker:
+        if member.kind is Kind.BREAK:
+            graph_break(
+                f"unsupported {self.LABEL} member",
+                f"{type(self.value).__name__}.{name}",
+                f"`{type(self.value).__name__}.{name}` is not supported inside a compiled "
+                "region by dynamo_dist.",
+                [member.hint],
+            )
+        if member.kind is Kind.RANK and C.compile_on_one_rank():
+            return self.runtime_rank_member(tx, name, args, kwargs)
+        return self.evaluate(tx, name, member.method, args, kwargs)
+
+    def evaluate(self, tx: Any, name: str, method: bool, args: list, kwargs: dict) -> C.VariableTracker:
+        """Evaluate ``value.name(*args)`` on the real object and wrap the answer."""
+        what = f"{type(self.value).__name__}.{name}"
+        pargs, pkwargs = constant_args(tx, what, args, kwargs)
+        try:
+            attr = getattr(self.value, name)
+            result = attr(*pargs, **pkwargs) if method else attr
+        except Exception as e:
+            raise_like_eager(tx, e)
+        if method:
+            step = ("call", name, tuple(pargs), tuple(sorted(pkwargs.items())))
+        else:
+            step = ("attr", name)
+        return wrap_value(tx, result, step_for(self, *step), what)
+
+    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
+        return self.evaluate(tx, name, True, args, kwargs)
+
+    def unknown_member(self, tx: Any, name: str, call: tuple | None) -> C.VariableTracker:
+        """Members not in our table: fold those stock torch evaluates on the
+        real object (same semantics as stock), break cleanly on the rest."""
+        if C.stock_member_kind(type(self.value), name) == "use_real" or (
+            name in type(self.value).__dict__ and isinstance(type(self.value).__dict__[name], property)
+        ):
+            if call is None:
+                attr = getattr(self.value, name, None)
+                if callable(attr):
+                    return C.GetAttrVariable(self, name)
+                return self.evaluate(tx, name, False, [], {})
+            return self.evaluate(tx, name, True, *call)
+        graph_break(
+            f"unsupported {self.LABEL} member",
+            f"{type(self.value).__name__}.{name}",
+            f"`{type(self.value).__name__}.{name}` is not a member dynamo_dist can fold or "
+            "trace, and stock torch has no safe handling for it either.",
+            [
+                "Move this access outside the compiled function and pass the result in.",
+                f"Supported {self.LABEL} members: {', '.join(sorted(self.MEMBERS))}.",
+            ],
+        )
+
+
+def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> C.VariableTracker:
+    """Wrap a query's answer: constants fold, distributed objects stay tracked."""
+    from . import registry
+
+    tracker = registry.tracker_for(value, rebuild)
+    if tracker is not None:
+        return tracker
+    if isinstance(value, (tuple, list)):
+        from torch._dynamo.variables.lists import ListVariable, TupleVariable
+
+        items = [wrap_value(tx, v, rebuild.then("item", i), what) for i, v in enumerate(value)]
+        if isinstance(value, tuple):
+            return TupleVariable(items)
+        from torch._dynamo.variables.base import ValueMutationNew
+
+        return ListVariable(items, mutation_type=ValueMutationNew())
+    if C.ConstantVariable.is_literal(value):
+        return C.ConstantVariable.create(value)
+    graph_break(
+        "query result is not foldable",
+        f"{what} -> {type(value).__name__}",
+        f"`{what}` returned a {type(value).__name__}, which is neither a constant nor a "
+        "mesh, placement or process group, so it cannot be folded into the graph.",
+        [MOVE_OUT_HINT],
+    )
+
+
+MOVE_OUT_HINT = "Compute it outside the compiled function and pass the result in."

@@ -1,0 +1,46 @@
+"""DeviceMeshVariable: a mesh whose queries fold at trace time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _compat as C
+from .base import DistObjectVariable, step_for, wrap_value
+from .members import DEVICE_MESH_MEMBERS
+from .runtime_rank import runtime_coordinate, runtime_rank_in
+
+
+class DeviceMeshVariable(DistObjectVariable):
+    MEMBERS = DEVICE_MESH_MEMBERS
+    LABEL = "DeviceMesh"
+
+    def mp_subscript_impl(self, tx: Any, key: C.VariableTracker) -> C.VariableTracker:
+        # mesh["tp"], mesh["dp", "tp"], mesh[("dp", "tp")]: a tracked submesh
+        # rebuilt as parent[key]; no graph node.
+        return self.apply_member(tx, "__getitem__", self.MEMBERS["__getitem__"], [key], {})
+
+    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
+        mesh = self.value
+        if name == "get_rank":
+            import torch.distributed as dist
+
+            return runtime_rank_in(tx, list(range(dist.get_world_size())))
+        full = C.mesh_full_tensor_list(mesh)
+        if name == "get_coordinate":
+            from torch._dynamo.variables.lists import TupleVariable
+
+            return TupleVariable([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
+        # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
+        # (same errors as eager), only the rank itself is computed at run time.
+        from .base import constant_args, raise_like_eager
+
+        pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
+        dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
+        try:
+            mesh.get_local_rank(dim)  # raises like eager on a bad dim
+            index = 0 if dim is None else (
+                mesh._get_mesh_dim_by_name(dim) if isinstance(dim, str) else dim
+            )
+        except Exception as e:
+            raise_like_eager(tx, e)
+        return runtime_coordinate(tx, full, index)

@@ -1,0 +1,79 @@
+"""torch.distributed functions that fold (``dist.get_rank(pg)`` ...) or break
+cleanly (``init_device_mesh`` inside a compiled region)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .. import _compat as C
+from ..guards import install_default_group_guard
+from .base import constant_args, graph_break, raise_like_eager, wrap_value, Rebuild
+from .members import DIST_FUNCTIONS, Kind
+from .runtime_rank import runtime_rank_in
+
+
+@functools.cache
+def dist_functions() -> dict[Any, str]:
+    """The function objects we handle, mapped to their table name."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    found = {}
+    for name in DIST_FUNCTIONS:
+        fn = init_device_mesh if name == "init_device_mesh" else getattr(dist, name, None)
+        if fn is not None:
+            found[fn] = name
+    return found
+
+
+class DistFunctionVariable(C.VariableTracker):
+    _nonvar_fields = {"value", "name", *C.VariableTracker._nonvar_fields}
+
+    def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value, self.name = value, name
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"DistFunctionVariable({self.name})"
+
+    def reconstruct(self, codegen: Any) -> None:
+        codegen.load_import_from(self.value.__module__, self.value.__name__)
+
+    def call_function(self, tx: Any, args: list, kwargs: dict) -> C.VariableTracker:
+        member = DIST_FUNCTIONS[self.name]
+        what = f"torch.distributed.{self.name}"
+        if member.kind is Kind.BREAK:
+            graph_break(
+                "unsupported torch.distributed call",
+                what,
+                f"`{what}` creates distributed state (communicators, groups); it cannot "
+                "run inside a compiled region.",
+                [member.hint],
+            )
+        pargs, pkwargs = constant_args(tx, what, args, kwargs)
+        group = pargs[0] if pargs else pkwargs.get("group")
+        if group is None:
+            # Answer depends on the default group: guard its identity.
+            install_default_group_guard(tx)
+        if member.kind is Kind.RANK and C.compile_on_one_rank():
+            import torch.distributed as dist
+
+            ranks = dist.get_process_group_ranks(group) if group is not None else list(
+                range(dist.get_world_size())
+            )
+            return runtime_rank_in(tx, ranks)
+        try:
+            result = self.value(*pargs, **pkwargs)
+        except Exception as e:
+            raise_like_eager(tx, e)
+        return wrap_value(tx, result, Rebuild(self, ()), what)

@@ -1,0 +1,42 @@
+"""Rank-dependent answers as graph computations (``compile_on_one_rank``).
+
+Under ``torch.distributed.config.compile_on_one_rank`` a rank, local rank or
+coordinate must not be baked into the graph: it becomes the same runtime op
+stock DTensor uses (``device_mesh::_runtime_compute_coordinate_on_dim``), fed
+the mesh's constant rank table, so every rank traces an identical graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import _compat as C
+
+
+def _coordinate_at_runtime(full_mesh: tuple, index: int) -> Any:
+    rank_table = torch.tensor(full_mesh, dtype=torch.int)
+    return C.runtime_coordinate_op()(rank_table, index)
+
+
+def runtime_coordinate(tx: Any, full_mesh: list, index: int) -> C.VariableTracker:
+    """A SymInt in the graph: this rank's coordinate along ``index`` of the
+    (batch, *shape) rank table ``full_mesh``."""
+    from torch._dynamo.variables.functions import UserFunctionVariable
+
+    C.runtime_coordinate_op()  # make sure the op is registered before tracing
+    return UserFunctionVariable(_coordinate_at_runtime).call_function(
+        tx,
+        [C.ConstantVariable.create(_to_tuple(full_mesh)), C.ConstantVariable.create(index)],
+        {},
+    )
+
+
+def runtime_rank_in(tx: Any, ranks: list[int]) -> C.VariableTracker:
+    """This process's position within ``ranks`` (its rank in that group)."""
+    return runtime_coordinate(tx, [list(ranks)], 0)
+
+
+def _to_tuple(x: Any) -> Any:
+    return tuple(_to_tuple(i) for i in x) if isinstance(x, list) else x

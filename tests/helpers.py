@@ -1,0 +1,32 @@
+"""Assertions shared by the tracing tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dynamo_dist.testing import compile_and_run, distributed_objects_in
+
+
+def assert_same(a: Any, b: Any) -> None:
+    if isinstance(a, torch.Tensor):
+        torch.testing.assert_close(a, b)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    else:
+        assert type(a) is type(b) and a == b, (a, b)
+
+
+def check_like_eager(fn, *args, expect_graphs: int | None = 1, **kwargs):
+    """fullgraph compile == eager, and no distributed object in any graph."""
+    run = compile_and_run(fn, *args, fullgraph=True, **kwargs)
+    assert_same(run.eager, run.compiled)
+    for gm in run.graphs:
+        leaked = distributed_objects_in(gm)
+        assert not leaked, f"distributed objects in the graph: {leaked}\n{gm.code}"
+    if expect_graphs is not None:
+        assert run.frame_count == expect_graphs, run.frame_count
+    return run
