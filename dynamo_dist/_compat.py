@@ -36,6 +36,7 @@ from torch._dynamo.variables.builder import (  # noqa: F401
     VariableBuilder,
 )
 from torch._dynamo.variables.constant import ConstantVariable  # noqa: F401
+from torch._dynamo.variables.lists import BaseListVariable  # noqa: F401
 from torch._dynamo.variables.misc import GetAttrVariable  # noqa: F401
 
 TORCH_VERSION = torch.__version__.split("+")[0]

@@ -10,6 +10,7 @@ objects only ever being derived from guarded ones.
 from __future__ import annotations
 
 import builtins
+import inspect
 import operator
 from typing import Any, ClassVar
 
@@ -53,25 +54,40 @@ def raise_like_eager(tx: Any, exc: BaseException) -> Any:
     )
 
 
+_NO_VALUE = object()
+
+
+def real_value(vt: C.VariableTracker) -> Any:
+    """The trace-time value of a tracked object or constant, else _NO_VALUE."""
+    if isinstance(vt, DistObjectVariable) or vt.is_python_constant():
+        try:
+            return vt.as_python_constant()
+        except NotImplementedError:
+            return _NO_VALUE
+    if isinstance(vt, C.BaseListVariable):  # a tuple/list of placements, ...
+        values = [real_value(i) for i in vt.items]
+        if all(v is not _NO_VALUE for v in values):
+            return vt.python_type()(values)
+    return _NO_VALUE
+
+
 def constant_args(tx: Any, what: str, args: list, kwargs: dict) -> tuple[list, dict]:
     """Python values of call arguments; a graph break if one is only known at run time."""
-    try:
-        return (
-            [a.as_python_constant() for a in args],
-            {k: v.as_python_constant() for k, v in kwargs.items()},
-        )
-    except NotImplementedError:
-        graph_break(
-            "argument is not a trace-time constant",
-            f"{what} args={args} kwargs={kwargs}",
-            f"`{what}` was called with an argument whose value is only known when the "
-            "graph runs (a tensor or a dynamic value), so it cannot be folded.",
-            [
-                "Pass Python ints/strings (not tensors or SymInts) to mesh, placement "
-                "and process-group queries.",
-                "If the value comes from a tensor, compute it outside the compiled function.",
-            ],
-        )
+    values = [real_value(a) for a in args]
+    kw_values = {k: real_value(v) for k, v in kwargs.items()}
+    if all(v is not _NO_VALUE for v in (*values, *kw_values.values())):
+        return values, kw_values
+    graph_break(
+        "argument is not a trace-time constant",
+        f"{what} args={args} kwargs={kwargs}",
+        f"`{what}` was called with an argument whose value is only known when the "
+        "graph runs (a tensor or a dynamic value), so it cannot be folded.",
+        [
+            "Pass Python ints/strings (not tensors or SymInts) to mesh, placement "
+            "and process-group queries.",
+            "If the value comes from a tensor, compute it outside the compiled function.",
+        ],
+    )
 
 
 class Rebuild:
@@ -123,12 +139,15 @@ class DistObjectVariable(C.VariableTracker):
         return self.value
 
     def is_python_constant(self) -> bool:
-        return True
+        # Deliberately False although the value is known: Dynamo constant-folds
+        # getattr/calls on "constants" by running them on the real object,
+        # which would bypass our member table (and its breaks and guards).
+        # Our own code asks for values through ``real_value``.
+        return False
 
     def is_python_equal(self, other: object) -> bool:
-        return isinstance(other, C.VariableTracker) and other.is_python_constant() and (
-            self.value == other.as_python_constant()
-        )
+        other_value = real_value(other) if isinstance(other, C.VariableTracker) else _NO_VALUE
+        return other_value is not _NO_VALUE and self.value == other_value
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.value!r})"
@@ -141,10 +160,11 @@ class DistObjectVariable(C.VariableTracker):
         return hash(self.value), False
 
     def richcompare_impl(self, tx: Any, other: C.VariableTracker, op: str) -> C.VariableTracker:
-        if not other.is_python_constant():
+        other_value = real_value(other)
+        if other_value is _NO_VALUE:
             return C.ConstantVariable.create(NotImplemented)
         try:
-            result = getattr(self.value, op)(other.as_python_constant())
+            result = getattr(self.value, op)(other_value)
         except Exception as e:  # eager raises the same
             raise_like_eager(tx, e)
         return C.ConstantVariable.create(result)
@@ -224,22 +244,33 @@ class DistObjectVariable(C.VariableTracker):
         return self.evaluate(tx, name, True, args, kwargs)
 
     def unknown_member(self, tx: Any, name: str, call: tuple | None) -> C.VariableTracker:
-        """Members not in our table: fold those stock torch evaluates on the
-        real object (same semantics as stock), break cleanly on the rest."""
-        if C.stock_member_kind(type(self.value), name) == "use_real" or (
-            name in type(self.value).__dict__ and isinstance(type(self.value).__dict__[name], property)
-        ):
-            if call is None:
-                attr = getattr(self.value, name, None)
-                if callable(attr):
-                    return C.GetAttrVariable(self, name)
-                return self.evaluate(tx, name, False, [], {})
-            return self.evaluate(tx, name, True, *call)
+        """Members not in our table, handled the way stock torch would:
+        missing -> AttributeError as in eager; members stock evaluates on the
+        real object -> folded; members stock traces -> inlined; else a clean
+        break."""
+        cls = type(self.value)
+        if not hasattr(self.value, name):
+            C.raise_observed_exception(
+                AttributeError, tx, args=[f"'{cls.__name__}' object has no attribute '{name}'"]
+            )
+        static = inspect.getattr_static(self.value, name, None)
+        if call is None and callable(static) and not isinstance(static, property):
+            # A method: decide at call time, when the arguments are known.
+            return C.GetAttrVariable(self, name)
+        stock_kind = C.stock_member_kind(cls, name)
+        if stock_kind == "inlined" and inspect.isfunction(static):
+            from torch._dynamo.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(static).call_function(tx, [self, *call[0]], call[1])
+        if stock_kind == "use_real" or isinstance(static, property):
+            if call is not None:
+                return self.evaluate(tx, name, True, *call)
+            return self.evaluate(tx, name, False, [], {})
         graph_break(
             f"unsupported {self.LABEL} member",
-            f"{type(self.value).__name__}.{name}",
-            f"`{type(self.value).__name__}.{name}` is not a member dynamo_dist can fold or "
-            "trace, and stock torch has no safe handling for it either.",
+            f"{cls.__name__}.{name}",
+            f"`{cls.__name__}.{name}` is not a member dynamo_dist can fold or trace, and "
+            "stock torch has no safe handling for it either.",
             [
                 "Move this access outside the compiled function and pass the result in.",
                 f"Supported {self.LABEL} members: {', '.join(sorted(self.MEMBERS))}.",

@@ -60,7 +60,6 @@ DEVICE_MESH_MEMBERS: dict[str, Member] = {
         hint="Use mesh.shape, mesh.size(i) or mesh.get_coordinate() inside the "
         "compiled function, or read mesh.mesh outside it and pass the tensor in.",
     ),
-    "to_hybrid": Member(Kind.BREAK, method=True, stock="unregistered: hard error", hint=MOVE_OUT),
 }
 
 PLACEMENT_MEMBERS: dict[str, Member] = {
@@ -79,6 +78,17 @@ PROCESS_GROUP_MEMBERS: dict[str, Member] = {
     "group_desc": Member(Kind.FOLD, stock="folds"),
     "_get_backend_name": Member(Kind.FOLD, method=True, stock="folds"),
     "name": Member(Kind.FOLD, method=True, stock="unregistered: hard error"),
+    **{
+        op: Member(
+            Kind.BREAK,
+            method=True,
+            stock="unregistered: hard error",
+            hint="Use the functional collectives, which compile into the graph: "
+            "torch.distributed._functional_collectives.all_reduce(t, 'sum', pg), "
+            "all_gather_tensor, reduce_scatter_tensor, all_to_all_single.",
+        )
+        for op in ("allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall", "barrier", "send", "recv")
+    },
 }
 
 # torch.distributed functions that fold when given tracked groups.

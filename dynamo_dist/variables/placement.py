@@ -36,6 +36,12 @@ class PlacementVariable(DistObjectVariable):
     MEMBERS = PLACEMENT_MEMBERS
     LABEL = "Placement"
 
+    def is_python_constant(self) -> bool:
+        # Placements are immutable values (stock registers them as opaque
+        # *value* types): as constants they work in str(), f-strings, `in`,
+        # dict keys and constant-folded builtins.
+        return True
+
     def reconstruct(self, codegen: Any) -> None:
         if self.rebuild is not None:
             return self.rebuild(codegen)

@@ -65,6 +65,21 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> C.VariableTracker | 
 
     DeviceMesh, ProcessGroup, Placement = _types()
     if isinstance(value, DeviceMesh):
+        try:
+            guards.mesh_fingerprint(value)
+        except Exception:
+            # A mesh still being constructed: Dynamo is tracing DeviceMesh's
+            # own __init__ (init_device_mesh ran after a graph break). Stock
+            # crashes here; we let that frame run eagerly.
+            from .base import graph_break
+
+            graph_break(
+                "DeviceMesh under construction",
+                type(value).__name__,
+                "Dynamo reached a DeviceMesh whose constructor has not finished "
+                "(mesh creation running inside a compiled region).",
+                ["Create meshes once, outside the compiled function, and pass them in."],
+            )
         guards.install_mesh_guard(source, value)
         return DeviceMeshVariable(value, source=source)
     if isinstance(value, ProcessGroup):

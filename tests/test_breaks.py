@@ -1,0 +1,103 @@
+"""Unsupported members are clean, explained `dynamo_dist:` graph breaks,
+never internal errors, with and without fullgraph."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch._dynamo.exc import InternalTorchDynamoError, Unsupported
+from torch._dynamo.utils import counters
+from torch.distributed.device_mesh import init_device_mesh
+
+from dynamo_dist.testing import make_mesh
+
+pytestmark = pytest.mark.usefixtures("plugin")
+
+
+def mesh_tensor(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    return x + mesh.mesh.sum()
+
+
+def mesh_layout_object(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    return x + len(mesh._layout)
+
+
+def group_barrier(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    mesh.get_group(0).barrier()
+    return x + 1
+
+
+def placement_private_method(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    from torch.distributed.tensor.placement_types import Shard
+
+    return x + Shard(0)._local_shard_size_and_offset(8, 2, 0)[0]
+
+
+def init_mesh_inside(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    m = init_device_mesh("cpu", (8,))
+    return x + m.ndim
+
+
+def new_group_inside(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    g = dist.new_group([0, 1])
+    return x + 1
+
+
+def tensor_arg_to_query(x, mesh):
+    x = x * 2  # some graph before the break, so the break is recorded
+    return x + mesh.size(x.sum().int() - 2)
+
+
+BREAKING = [
+    mesh_tensor,
+    mesh_layout_object,
+    group_barrier,
+    placement_private_method,
+    init_mesh_inside,
+    new_group_inside,
+    tensor_arg_to_query,
+]
+
+
+@pytest.mark.parametrize("fn", BREAKING, ids=lambda f: f.__name__)
+def test_fullgraph_gives_unsupported_with_our_message(world8, fn):
+    mesh = make_mesh((8,))
+    with pytest.raises(Unsupported) as exc:
+        torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1), mesh)
+    assert not isinstance(exc.value, InternalTorchDynamoError)
+    msg = str(exc.value)
+    assert "dynamo_dist:" in msg, msg
+    assert "Hint:" in msg, msg
+
+
+@pytest.mark.parametrize("fn", BREAKING, ids=lambda f: f.__name__)
+def test_without_fullgraph_breaks_and_runs(world8, fn):
+    mesh = make_mesh((8,))
+    expected = fn(torch.ones(1), mesh)
+    counters.clear()
+    got = torch.compile(fn, backend="eager")(torch.ones(1), mesh)
+    torch.testing.assert_close(got, expected)
+    # A break in a call resumes after it ("graph_break"); a break in an
+    # attribute load makes Dynamo run that frame eagerly ("unimplemented").
+    # Either way the recorded reason is ours.
+    reasons = list(counters["graph_break"]) + list(counters["unimplemented"])
+    assert any(r.startswith("dynamo_dist:") for r in reasons), reasons
+
+
+def test_missing_attribute_is_attribute_error_as_in_eager(world8):
+    mesh = make_mesh((8,))
+
+    def fn(x, mesh):
+        try:
+            mesh.definitely_not_a_member
+        except AttributeError:
+            return x + 1
+        return x
+
+    out = torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1), mesh)
+    torch.testing.assert_close(out, fn(torch.ones(1), mesh))

@@ -1,0 +1,155 @@
+"""Guards recompile exactly when a folded answer would differ.
+
+Each test compiles once, then calls with a changed input and checks the
+answer equals eager and the frame count rose (or did not) as it should.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch._dynamo.testing import CompileCounter
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+from dynamo_dist.testing import make_mesh
+
+pytestmark = pytest.mark.usefixtures("plugin")
+
+
+def compiled(fn):
+    counter = CompileCounter()
+    return torch.compile(fn, backend=counter, fullgraph=True), counter
+
+
+def check_calls(fn, calls):
+    """calls: list of (args, expect_recompile)."""
+    cfn, counter = compiled(fn)
+    expected_frames = 0
+    for args, recompiles in calls:
+        expected_frames += 1 if (recompiles or expected_frames == 0) else 0
+        got = cfn(*args)
+        want = fn(*args)
+        torch.testing.assert_close(got, want)
+        assert counter.frame_count == expected_frames, (args, counter.frame_count, expected_frames)
+
+
+def test_different_process_group_recompiles(world8):
+    # Stock 2.13 reuses the graph and returns the first group's size/ranks.
+    mesh = make_mesh((2, 4))
+    pg_small, pg_big = mesh.get_group(0), mesh.get_group(1)
+
+    def fn(x, pg):
+        ranks = dist.get_process_group_ranks(pg)
+        return x + pg.size() * 100 + dist.get_world_size(pg) * 10 + ranks[-1]
+
+    x = torch.zeros(1)
+    check_calls(fn, [((x, pg_small), True), ((x, pg_small), False), ((x, pg_big), True)])
+
+
+def test_placement_change_recompiles(world8):
+    def fn(x, p):
+        if p.is_shard():
+            return x + p.dim
+        if isinstance(p, _StridedShard):
+            return x + 100 + p.split_factor
+        return x - 1 if p.is_replicate() else x - 2
+
+    x = torch.zeros(1)
+    check_calls(
+        fn,
+        [
+            ((x, Shard(0)), True),
+            ((x, Shard(0)), False),  # equal new object: no recompile
+            ((x, Shard(1)), True),
+            ((x, _StridedShard(1, split_factor=2)), True),
+            ((x, _StridedShard(1, split_factor=4)), True),
+            ((x, Replicate()), True),
+            ((x, Partial()), True),
+            ((x, Partial("max")), True),
+        ],
+    )
+
+
+def test_placement_list_change_recompiles(world8):
+    def fn(x, placements):
+        return x + sum(i + 1 for i, p in enumerate(placements) if p.is_shard())
+
+    x = torch.zeros(1)
+    check_calls(
+        fn,
+        [
+            ((x, (Shard(0), Replicate())), True),
+            ((x, (Shard(0), Replicate())), False),
+            ((x, (Replicate(), Shard(0))), True),
+        ],
+    )
+
+
+def mesh_fn(x, mesh):
+    out = x + mesh.ndim * 1000 + mesh.size(0) * 100 + mesh.get_coordinate()[0] * 10
+    return out + len(mesh.get_group(0).group_name)
+
+
+def test_equal_new_mesh_does_not_recompile(world8):
+    # Slicing a submesh (or copying a mesh) outside the compiled function, as
+    # training loops do every step, gives a new object over the same groups.
+    import copy
+
+    root = make_mesh((2, 4), ("dp", "tp"))
+    t1, t2 = root["tp"], root["tp"]
+    assert t1 is not t2 and t1._dim_group_names == t2._dim_group_names
+    x = torch.zeros(1)
+    check_calls(mesh_fn, [((x, t1), True), ((x, t2), False), ((x, t1), False)])
+    check_calls(mesh_fn, [((x, root), True), ((x, copy.copy(root)), False)])
+
+
+def test_same_shape_other_groups_recompiles(world8):
+    # Two init_device_mesh calls: equal by DeviceMesh.__eq__, but backed by
+    # different process groups. Stock 2.13 reuses the graph (and with DTensor,
+    # its collectives name the old groups).
+    m1 = make_mesh((2, 4), ("dp", "tp"))
+    m2 = make_mesh((2, 4), ("dp", "tp"))
+    assert m1 == m2 and m1._dim_group_names != m2._dim_group_names
+
+    def fn(x, mesh):
+        return x + int(mesh.get_group("tp").group_name)
+
+    x = torch.zeros(1)
+    check_calls(fn, [((x, m1), True), ((x, m2), True), ((x, m1), False)])
+
+
+def test_mesh_ndim_change_recompiles_cleanly(world8):
+    # Stock 2.13 crashes here (ndim becomes a SymInt under automatic dynamic)
+    # and every later recompile of the frame fails too.
+    meshes = [make_mesh((8,)), make_mesh((2, 4)), make_mesh((2, 2, 2)), make_mesh((8,))]
+    x = torch.zeros(1)
+
+    def fn(x, mesh):
+        return x + mesh.ndim + sum(mesh.shape)
+
+    check_calls(fn, [((x, meshes[0]), True), ((x, meshes[1]), True), ((x, meshes[2]), True), ((x, meshes[3]), False)])
+
+
+def test_mesh_rank_layout_change_recompiles(world8):
+    a = make_mesh((2, 4))
+    b = DeviceMesh("cpu", torch.arange(8).flip(0).view(2, 4))  # same shape, other rank map
+
+    def fn(x, mesh):
+        return x + mesh.get_coordinate()[1] * 10 + mesh.get_coordinate()[0]
+
+    x = torch.zeros(1)
+    check_calls(fn, [((x, a), True), ((x, b), True)])
+
+
+def test_world_reinitialised_recompiles():
+    # dist.get_rank() without a group folds; a new world must recompile.
+    from dynamo_dist.testing import fake_world
+
+    def fn(x):
+        return x + dist.get_rank() * 10 + dist.get_world_size()
+
+    cfn, counter = compiled(fn)
+    for size, rank in [(4, 1), (8, 7), (8, 7)]:
+        with fake_world(size, rank):
+            torch.testing.assert_close(cfn(torch.zeros(1)), fn(torch.zeros(1)))
+    assert counter.frame_count == 3  # a new world object each time

@@ -1,0 +1,88 @@
+"""Process groups and torch.distributed queries fold; tracked groups work with
+functional collectives exactly as in stock."""
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+import dynamo_dist
+from dynamo_dist.testing import compile_and_run, make_mesh
+from helpers import check_like_eager
+
+pytestmark = pytest.mark.usefixtures("plugin")
+
+
+def group_queries(x, pg):
+    return x + pg.size(), (
+        pg.rank(),
+        pg.size(),
+        pg.group_name,
+        pg._get_backend_name(),
+        dist.get_rank(pg),
+        dist.get_world_size(pg),
+        dist.get_world_size(group=pg),
+        dist.get_process_group_ranks(pg),
+        dist.get_rank(),
+        dist.get_world_size(),
+        pg == pg,
+    )
+
+
+def test_group_queries_fold(world):
+    size, _ = world
+    for shape in [(size,), (1, size)] + ([(2, size // 2)] if size % 2 == 0 else []):
+        mesh = make_mesh(shape)
+        for i in range(mesh.ndim):
+            check_like_eager(group_queries, torch.ones(2), mesh.get_group(i))
+
+
+def test_world_group(world):
+    def fn(x):
+        pg = dist.group.WORLD
+        return x + 1, (pg.size(), pg.rank(), dist.get_world_size(dist.group.WORLD))
+
+    check_like_eager(fn, torch.ones(2))
+
+
+def test_group_escapes_as_itself(world8):
+    mesh = make_mesh((2, 4))
+    pg = mesh.get_group(1)
+
+    def fn(x, pg):
+        return x + 1, pg
+
+    run = check_like_eager(fn, torch.ones(1), pg)
+    assert run.compiled[1] is pg
+
+
+def _funcol_program(x, pg, mesh):
+    a = funcol.all_reduce(x, "sum", pg)
+    b = funcol.all_gather_single(x, 0, (mesh, 1))
+    c = funcol.reduce_scatter_single(x.repeat(mesh.size(0), 1), "sum", 0, (mesh, 0))
+    return a + 1, b * 2, c - 1
+
+
+def test_functional_collectives_same_graph_as_stock(world8):
+    mesh = make_mesh((2, 4))
+    pg = mesh.get_group(1)
+    x = torch.ones(4, 4)
+
+    plugin_run = compile_and_run(_funcol_program, x, pg, mesh)
+    dynamo_dist.uninstall()
+    try:
+        stock_run = compile_and_run(_funcol_program, x, pg, mesh, fullgraph=False)
+    finally:
+        dynamo_dist.install()
+
+    def collective_calls(run):
+        return [
+            (str(n.target), tuple(a for a in n.args if isinstance(a, (str, int))))
+            for gm in run.graphs
+            for n in gm.graph.nodes
+            if n.op == "call_function" and "_c10d_functional" in str(n.target)
+        ]
+
+    assert collective_calls(plugin_run), "expected functional collectives in the graph"
+    assert collective_calls(plugin_run) == collective_calls(stock_run)
+    assert plugin_run.frame_count == 1
