@@ -5,12 +5,14 @@ Importable without pytest:
 - ``fake_world(world_size, rank)``: a single-process fake process-group world.
 - ``distributed_objects_in(graph_module)``: meshes, groups and placements that
   leaked into an FX graph (rule 1: there must be none).
+- ``run_in_gloo_world(fn, n)``: ``fn`` on every rank of a real gloo world.
 - ``compile_and_run(fn, *args, fullgraph=True)``: compiled result, eager
   result, captured graphs and frame count, side by side.
 """
 
 from .fake_world import fake_world, make_mesh
+from .gloo_world import run_in_gloo_world
 from .graph_checks import distributed_objects_in
 from .oracle import CompiledRun, compile_and_run
 
-__all__ = ["fake_world", "make_mesh", "distributed_objects_in", "compile_and_run", "CompiledRun"]
+__all__ = ["fake_world", "make_mesh", "distributed_objects_in", "run_in_gloo_world", "compile_and_run", "CompiledRun"]

@@ -19,6 +19,19 @@ class DeviceMeshVariable(DistObjectVariable):
         # rebuilt as parent[key]; no graph node.
         return self.apply_member(tx, "__getitem__", self.MEMBERS["__getitem__"], [key], {})
 
+    def evaluate(self, tx: Any, name: str, method: bool, args: list, kwargs: dict) -> C.VariableTracker:
+        result = super().evaluate(tx, name, method, args, kwargs)
+        if name == "get_group":
+            # Remember which mesh dim the group is, so its rank can be computed
+            # from the mesh's rank table under compile_on_one_rank (identical
+            # on every rank) rather than from this rank's own group members.
+            dim = (list(args) + list(kwargs.values()) or [None])[0]
+            index = dim.as_python_constant() if dim is not None else 0
+            if isinstance(index, str):
+                index = self.value._get_mesh_dim_by_name(index)
+            result.mesh_dim = (self.value, index)
+        return result
+
     def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
         mesh = self.value
         if name == "get_rank":

@@ -68,10 +68,12 @@ class DistFunctionVariable(C.VariableTracker):
         if member.kind is Kind.RANK and C.compile_on_one_rank():
             import torch.distributed as dist
 
-            ranks = dist.get_process_group_ranks(group) if group is not None else list(
-                range(dist.get_world_size())
-            )
-            return runtime_rank_in(tx, ranks)
+            from .process_group import ProcessGroupVariable, runtime_group_rank
+
+            group_vt = (args or list(kwargs.values()) or [None])[0]
+            if isinstance(group_vt, ProcessGroupVariable):
+                return runtime_group_rank(tx, group_vt)
+            return runtime_rank_in(tx, list(range(dist.get_world_size())))
         try:
             result = self.value(*pargs, **pkwargs)
         except Exception as e:

@@ -1,0 +1,58 @@
+"""Run a function on every rank of a real multi-process gloo world on
+loopback (127.0.0.1). Spawning is the slow part: do many checks per call."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import socket
+import traceback
+from typing import Any, Callable
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any) -> None:
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+        )
+        try:
+            out.put((rank, True, fn(*args)))
+        finally:
+            dist.destroy_process_group()
+    except BaseException:
+        out.put((rank, False, traceback.format_exc()))
+
+
+def run_in_gloo_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300) -> list[Any]:
+    """``fn(*args)`` on each rank (a module-level, picklable function); returns
+    the per-rank results in rank order, or raises with the failing rank's
+    traceback."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [
+        ctx.Process(target=_rank_main, args=(fn, r, world_size, port, args, out), daemon=True)
+        for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    results: dict[int, Any] = {}
+    try:
+        for _ in range(world_size):
+            rank, ok, value = out.get(timeout=timeout)
+            if not ok:
+                raise RuntimeError(f"rank {rank} failed:\n{value}")
+            results[rank] = value
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    return [results[r] for r in range(world_size)]

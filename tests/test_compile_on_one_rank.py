@@ -1,0 +1,53 @@
+"""compile_on_one_rank: rank-dependent answers are runtime ops, and the graph
+is identical on every rank."""
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed.config as dist_config
+
+from dynamo_dist.testing import compile_and_run, make_mesh, run_in_gloo_world
+from rank_programs import compile_on_one_rank_check, rank_queries
+
+RUNTIME_OP = "_runtime_compute_coordinate_on_dim"
+
+
+@pytest.fixture
+def one_rank_mode():
+    saved = dist_config.compile_on_one_rank
+    dist_config.compile_on_one_rank = True
+    yield
+    dist_config.compile_on_one_rank = saved
+
+
+@pytest.mark.usefixtures("plugin", "one_rank_mode")
+def test_fake_world_graphs_identical_across_ranks():
+    from dynamo_dist.testing import fake_world
+
+    codes = []
+    for rank in (0, 5):
+        with fake_world(8, rank):
+            run = compile_and_run(rank_queries, torch.zeros(1), make_mesh((2, 4), ("dp", "tp")))
+            torch.testing.assert_close(run.compiled, run.eager)
+            codes.append(run.graphs[0].code)
+    assert RUNTIME_OP in codes[0]
+    assert codes[0] == codes[1]
+
+
+@pytest.mark.usefixtures("plugin")
+def test_default_mode_folds_rank_to_constant(world8):
+    run = compile_and_run(rank_queries, torch.zeros(1), make_mesh((2, 4), ("dp", "tp")))
+    assert RUNTIME_OP not in run.graphs[0].code
+    torch.testing.assert_close(run.compiled, run.eager)
+
+
+def test_real_two_rank_world_graphs_identical():
+    results = run_in_gloo_world(compile_on_one_rank_check, 2)
+    for r in results:
+        assert r["leaked"] == []
+        assert r["compiled"] == r["eager"] == r["folded"]
+    assert results[0]["eager"] != results[1]["eager"]  # the answers are rank-dependent
+    assert RUNTIME_OP in results[0]["code"]
+    assert results[0]["code"] == results[1]["code"]
+    # Default mode bakes each rank's answer: the graphs differ.
+    assert results[0]["folded_code"] != results[1]["folded_code"]

@@ -1,0 +1,85 @@
+"""install/uninstall are idempotent and uninstall restores stock exactly."""
+
+import torch
+import torch._dynamo
+from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder
+
+import dynamo_dist
+from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
+
+
+def _snapshot():
+    return (
+        VariableBuilder._wrap,
+        SourcelessBuilder.__dict__["create"],
+        dict(SourcelessBuilder._type_handlers),
+    )
+
+
+def program(x, mesh):
+    return x + mesh["tp"].size() + mesh.ndim
+
+
+def test_install_is_idempotent_and_uninstall_restores_stock(world8):
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    assert not dynamo_dist.is_installed()
+    before = _snapshot()
+    stock = compile_and_run(program, torch.ones(1), mesh)
+
+    dynamo_dist.install()
+    dynamo_dist.install()
+    assert dynamo_dist.is_installed()
+    during = compile_and_run(program, torch.ones(1), mesh)
+
+    dynamo_dist.uninstall()
+    dynamo_dist.uninstall()
+    assert not dynamo_dist.is_installed()
+    after = compile_and_run(program, torch.ones(1), mesh)
+
+    wrap, create, table = _snapshot()
+    assert wrap is before[0] and create is before[1] and table == before[2]
+    for run in (stock, during, after):
+        torch.testing.assert_close(run.compiled, run.eager)
+    # Stock puts the mesh in the graph; the plugin does not; after uninstall
+    # the graph is stock's again, node for node.
+    assert distributed_objects_in(stock.graphs[0])
+    assert not distributed_objects_in(during.graphs[0])
+    assert after.graphs[0].code == stock.graphs[0].code
+
+
+def test_enabled_context_restores_previous_state(world8):
+    mesh = make_mesh((8,))
+    with dynamo_dist.enabled():
+        assert dynamo_dist.is_installed()
+        run = compile_and_run(lambda x, m: x + m.size(), torch.ones(1), mesh)
+        assert not distributed_objects_in(run.graphs[0])
+    assert not dynamo_dist.is_installed()
+
+    dynamo_dist.install()
+    try:
+        with dynamo_dist.enabled():
+            pass
+        assert dynamo_dist.is_installed()  # was installed before: stays installed
+    finally:
+        dynamo_dist.uninstall()
+
+
+def test_install_and_uninstall_reset_dynamo_caches(world8):
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    fn = torch.compile(program, backend=backend)
+    fn(torch.ones(1), mesh)
+    dynamo_dist.install()
+    try:
+        fn(torch.ones(1), mesh)  # stock's cached graph must not be reused
+        assert len(calls) == 2
+        assert not distributed_objects_in(calls[1])
+    finally:
+        dynamo_dist.uninstall()
+    fn(torch.ones(1), mesh)
+    assert len(calls) == 3 and distributed_objects_in(calls[2])
