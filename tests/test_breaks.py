@@ -13,11 +13,6 @@ from dynamo_dist.testing import make_mesh
 pytestmark = pytest.mark.usefixtures("plugin")
 
 
-def mesh_tensor(x, mesh):
-    x = x * 2  # some graph before the break, so the break is recorded
-    return x + mesh.mesh.sum()
-
-
 def mesh_layout_object(x, mesh):
     x = x * 2  # some graph before the break, so the break is recorded
     return x + len(mesh._layout)
@@ -54,7 +49,6 @@ def tensor_arg_to_query(x, mesh):
 
 
 BREAKING = [
-    mesh_tensor,
     mesh_layout_object,
     group_barrier,
     placement_private_method,

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import logging
+
 from .. import _compat as C
+
+log = logging.getLogger("dynamo_dist.guards")
 
 
 def install_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:
@@ -23,4 +27,5 @@ def install_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], b
             check, get_verbose_code_parts(describe, guard), guard.user_stack
         )
 
+    log.debug("guard %s", describe)
     C.install_guard(source.make_guard(DYNAMO_DIST_MATCH))

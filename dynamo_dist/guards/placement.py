@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
+
 from .. import _compat as C
+
+log = logging.getLogger("dynamo_dist.guards")
 from ._lambda import install_predicate
 
 # Fields that fully determine a built-in placement's value, by exact type name.
@@ -21,6 +25,7 @@ _FIELDS = {
 
 
 def install_placement_guard(source: Any, placement: Any) -> None:
+    log.debug("guard dynamo_dist: `%s` == %r (TYPE_MATCH + field EQUALS_MATCH)", source.name, placement)
     C.install_guard(source.make_guard(C.GuardBuilder.TYPE_MATCH))
     cls = type(placement)
     fields = _FIELDS.get(cls.__name__) if cls.__module__.startswith("torch.") else None

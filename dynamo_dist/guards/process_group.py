@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
+
 from .. import _compat as C
+
+log = logging.getLogger("dynamo_dist.guards")
 
 
 def install_group_guard(source: Any) -> None:
+    log.debug("guard dynamo_dist: `%s` is the same ProcessGroup object (ID_MATCH)", source.name)
     C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
 
 
@@ -22,4 +27,5 @@ def install_default_group_guard(tx: Any) -> None:
     recompiles."""
     module = tx.import_source("torch.distributed.distributed_c10d")
     world = C.AttrSource(C.AttrSource(module, "GroupMember"), "WORLD")
+    log.debug("guard dynamo_dist: the default (WORLD) group is the same object (ID_MATCH)")
     C.install_guard(world.make_guard(C.GuardBuilder.ID_MATCH))

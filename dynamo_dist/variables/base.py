@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import logging
 import operator
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ from .. import _compat as C
 from .members import Kind, Member
 
 GB_PREFIX = "dynamo_dist:"
+log = logging.getLogger("dynamo_dist.fold")
 
 _RICHCOMPARE = {
     "__eq__": operator.eq,
@@ -31,6 +33,7 @@ _RICHCOMPARE = {
 
 def graph_break(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:
     """A clean, explained graph break. ``gb_type`` never carries per-call data."""
+    log.debug("graph break %s: %s", gb_type, context)
     C.unimplemented(
         gb_type=f"{GB_PREFIX} {gb_type}",
         context=context,
@@ -88,6 +91,17 @@ def constant_args(tx: Any, what: str, args: list, kwargs: dict) -> tuple[list, d
             "If the value comes from a tensor, compute it outside the compiled function.",
         ],
     )
+
+
+def describe(value: Any) -> str:
+    """Short, user-facing text for a folded value."""
+    from torch.distributed import ProcessGroup
+
+    if isinstance(value, ProcessGroup):
+        return f"ProcessGroup(name={value.group_name!r}, size={value.size()})"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, ProcessGroup) for v in value):
+        return f"[{', '.join(describe(v) for v in value)}]"
+    return repr(value)
 
 
 class Rebuild:
@@ -236,8 +250,11 @@ class DistObjectVariable(C.VariableTracker):
             raise_like_eager(tx, e)
         if method:
             step = ("call", name, tuple(pargs), tuple(sorted(pkwargs.items())))
+            call = ", ".join([*map(repr, pargs), *(f"{k}={v!r}" for k, v in pkwargs.items())])
+            what = f"{what}({call})"
         else:
             step = ("attr", name)
+        log.debug("folded %s -> %s", what, describe(result))
         return wrap_value(tx, result, step_for(self, *step), what)
 
     def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:

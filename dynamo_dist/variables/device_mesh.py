@@ -7,7 +7,7 @@ from typing import Any
 from .. import _compat as C
 from .base import DistObjectVariable, step_for, wrap_value
 from .members import DEVICE_MESH_MEMBERS
-from .runtime_rank import runtime_coordinate, runtime_rank_in
+from .runtime_rank import runtime_coordinate, runtime_rank_in, tensor_in_graph
 
 
 class DeviceMeshVariable(DistObjectVariable):
@@ -18,6 +18,13 @@ class DeviceMeshVariable(DistObjectVariable):
         # mesh["tp"], mesh["dp", "tp"], mesh[("dp", "tp")]: a tracked submesh
         # rebuilt as parent[key]; no graph node.
         return self.apply_member(tx, "__getitem__", self.MEMBERS["__getitem__"], [key], {})
+
+    def apply_member(self, tx: Any, name: str, member: Any, args: list, kwargs: dict) -> C.VariableTracker:
+        if name == "mesh":
+            # The rank tensor: rebuilt in the graph from the folded rank table,
+            # as torch.tensor(...) (the mesh guard pins the table).
+            return tensor_in_graph(tx, self.value.mesh.tolist())
+        return super().apply_member(tx, name, member, args, kwargs)
 
     def evaluate(self, tx: Any, name: str, method: bool, args: list, kwargs: dict) -> C.VariableTracker:
         result = super().evaluate(tx, name, method, args, kwargs)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .base import constant_args, graph_break, raise_like_eager, wrap_value, Rebuild
+from .base import Rebuild, constant_args, describe, graph_break, log, raise_like_eager, wrap_value
 from .members import DIST_FUNCTIONS, Kind
 from .runtime_rank import runtime_rank_in
 
@@ -78,4 +78,6 @@ class DistFunctionVariable(C.VariableTracker):
             result = self.value(*pargs, **pkwargs)
         except Exception as e:
             raise_like_eager(tx, e)
+        shown = ", ".join([*map(describe, pargs), *(f"{k}={describe(v)}" for k, v in pkwargs.items())])
+        log.debug("folded %s(%s) -> %s", what, shown, describe(result))
         return wrap_value(tx, result, Rebuild(self, ()), what)

@@ -40,3 +40,16 @@ def runtime_rank_in(tx: Any, ranks: list[int]) -> C.VariableTracker:
 
 def _to_tuple(x: Any) -> Any:
     return tuple(_to_tuple(i) for i in x) if isinstance(x, list) else x
+
+
+def _int_tensor(values: tuple) -> Any:
+    return torch.tensor(values, dtype=torch.int)
+
+
+def tensor_in_graph(tx: Any, values: list) -> C.VariableTracker:
+    """``torch.tensor(values)`` as a graph op (values are trace-time constants)."""
+    from torch._dynamo.variables.functions import UserFunctionVariable
+
+    return UserFunctionVariable(_int_tensor).call_function(
+        tx, [C.ConstantVariable.create(_to_tuple(values))], {}
+    )

@@ -1,0 +1,1 @@
+"""Reports about what dynamo_dist does: coverage tables, stock comparison."""

@@ -1,0 +1,417 @@
+"""Named compile cases, run on the plugin and on stock torch side by side.
+
+Each case builds a function and one or more argument lists in a fake world;
+``run_case`` compiles it with ``fullgraph=True`` and classifies the outcome.
+The tests require every case to be ``ok`` with the plugin; the README's
+"where we differ from stock" table is the stock outcomes of the same cases.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+OK = "ok"
+CLEAN_BREAK = "clean graph break"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[[], tuple[Callable[..., Any], list[tuple]]]
+    members: tuple[str, ...] = ()  # "DeviceMesh.size", ... for the coverage table
+    # Calls after the first that must reuse the graph (an equal input).
+    reuse_calls: tuple[int, ...] = ()
+    # Calls that must recompile: an input the graph baked in (a group name
+    # inside a collective) changed, though the returned values may not show it.
+    recompile_calls: tuple[int, ...] = ()
+    # The expected outcome with the plugin: "ok", or CLEAN_BREAK for members
+    # that cannot run inside a compiled region.
+    expect: str = "ok"
+
+
+@dataclass
+class Outcome:
+    case: str
+    status: str  # ok | graph break | crash | wrong answer | stale answer | leaks into graph
+    detail: str = ""
+    frames: int = 0
+    leaks: list[str] = field(default_factory=list)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and bool((a == b).all())
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
+    """Compile and call ``case`` in a fresh fake world; classify what happened."""
+    import torch._dynamo
+    from torch._dynamo.exc import Unsupported
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from .fake_world import fake_world
+    from .graph_checks import distributed_objects_in
+
+    torch._dynamo.reset()
+    with fake_world(*world):
+        fn, calls = case.build()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(fn, backend=counter, fullgraph=True)
+        for i, args in enumerate(calls):
+            try:
+                want = fn(*args)
+            except Exception as e:  # a bad-input case: compiled must raise the same type
+                want = e
+            frames_before = counter.frame_count
+            try:
+                got = compiled(*args)
+            except Unsupported as e:
+                if isinstance(want, Exception) and f"{type(want).__name__}(" in str(e):
+                    continue  # the eager exception, observed inside Dynamo
+                line = _first_line(e)
+                status = CLEAN_BREAK if line.startswith("dynamo_dist:") else "graph break"
+                return Outcome(case.name, status, line, counter.frame_count)
+            except Exception as e:
+                if isinstance(want, Exception) and type(e) is type(want):
+                    continue
+                return Outcome(case.name, "crash", f"{type(e).__name__}: {_first_line(e)}", counter.frame_count)
+            if isinstance(want, Exception):
+                return Outcome(case.name, "wrong answer", f"eager raised {type(want).__name__}, compiled did not")
+            if not _same(want, got):
+                status = "stale answer" if counter.frame_count == frames_before and i else "wrong answer"
+                return Outcome(case.name, status, f"call {i}: eager {want!r}, compiled {got!r}", counter.frame_count)
+            if i in case.reuse_calls and counter.frame_count != frames_before:
+                return Outcome(case.name, "needless recompile", f"call {i} recompiled", counter.frame_count)
+            if i in case.recompile_calls and counter.frame_count == frames_before:
+                return Outcome(case.name, "stale graph", f"call {i} reused a graph built for other inputs",
+                               counter.frame_count)
+        leaks = [leak for gm in counter.graphs for leak in distributed_objects_in(gm)]
+        torch._dynamo.reset()
+        if leaks:
+            return Outcome(case.name, "leaks into graph", "; ".join(leaks[:2]), counter.frame_count, leaks)
+        return Outcome(case.name, OK, "", counter.frame_count)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:160] if text else type(e).__name__
+
+
+# ---------------------------------------------------------------------------
+# The cases. Each ``build`` runs inside the fake world (8 ranks, rank 3).
+
+
+def _mesh2d():
+    from .fake_world import make_mesh
+
+    return make_mesh((2, 4), ("dp", "tp"))
+
+
+def _x():
+    return torch.zeros(1)
+
+
+def _c(fn, *argsets):
+    return lambda: (fn, [tuple(a() if callable(a) else a for a in args) for args in argsets])
+
+
+def _mesh_queries():
+    def fn(x, m):
+        return x + m.ndim, (m.shape, m.size(), m.size(1), m.size(mesh_dim=0), m.mesh_dim_names,
+                            m.device_type, len(m.shape), m == m, m != m, hash(m) == hash(m))
+
+    m = _mesh2d()
+    return fn, [(_x(), m)]
+
+
+def _mesh_ranks():
+    def fn(x, m):
+        return x + m.get_rank(), (m.get_local_rank("tp"), m.get_local_rank(0), m.get_local_rank(mesh_dim="dp"),
+                                  m.get_coordinate())
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _submesh():
+    def fn(x, m):
+        return x + m["tp"].size(), m["dp", "tp"].shape, m[("dp", "tp")].mesh_dim_names
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _flatten():
+    def fn(x, m):
+        f = m._flatten("dp_tp")
+        return x + f.size(), f.mesh_dim_names
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _mesh_groups():
+    def fn(x, m):
+        g = m.get_group("tp")
+        return x + g.size(), (g.rank(), m.get_group(0).size(), len(m.get_all_groups()))
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _submesh_escapes():
+    def fn(x, m):
+        return x + 1, m["tp"]
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _placements_built():
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    def fn(x):
+        ps = [Shard(0), Shard(dim=1), Replicate(), Partial(), Partial("max")]
+        return x + 1, tuple((p.is_shard(), p.is_shard(1), p.is_replicate(), p.is_partial()) for p in ps), \
+            ps[0].dim, ps[4].reduce_op, ps[0] == Shard(0), ps[0] != ps[1], isinstance(ps[0], Shard)
+
+    return fn, [(_x(),)]
+
+
+def _strided_shard():
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    def fn(x):
+        s = _StridedShard(0, split_factor=2)
+        return x + s.split_factor, s.dim, s.is_shard()
+
+    return fn, [(_x(),)]
+
+
+def _placement_escapes():
+    from torch.distributed.tensor.placement_types import Partial, Shard, _StridedShard
+
+    def fn(x):
+        return x + 1, Shard(1), Partial("max"), _StridedShard(0, split_factor=2)
+
+    return fn, [(_x(),)]
+
+
+def _placement_in_and_dict():
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, ps):
+        d = {Shard(0): 1, Replicate(): 2}
+        return x + d[ps[0]], Shard(0) in ps, ps.index(Replicate()), hash(ps[0]) == hash(Shard(0))
+
+    return fn, [(_x(), (Shard(0), Replicate()))]
+
+
+def _placement_change():
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, p):
+        return x + (p.dim if p.is_shard() else -1)
+
+    return fn, [(_x(), Shard(0)), (_x(), Shard(0)), (_x(), Shard(1)), (_x(), Replicate())]
+
+
+def _pg_queries():
+    import torch.distributed as dist
+
+    def fn(x, pg):
+        return x + pg.size(), (pg.rank(), pg.group_name, pg._get_backend_name(), dist.get_rank(pg),
+                               dist.get_world_size(pg), dist.get_process_group_ranks(pg))
+
+    return fn, [(_x(), _mesh2d().get_group("tp"))]
+
+
+def _pg_change():
+    import torch.distributed as dist
+
+    def fn(x, pg):
+        return x + pg.size() + dist.get_world_size(pg) * 10 + dist.get_process_group_ranks(pg)[-1] * 100
+
+    m = _mesh2d()
+    return fn, [(_x(), m.get_group("dp")), (_x(), m.get_group("tp"))]
+
+
+def _world_queries():
+    import torch.distributed as dist
+
+    def fn(x):
+        return x + dist.get_rank(), dist.get_world_size(), dist.group.WORLD.size()
+
+    return fn, [(_x(),)]
+
+
+def _funcol():
+    import torch.distributed._functional_collectives as funcol
+
+    def fn(x, pg, m):
+        return funcol.all_reduce(x, "sum", pg) + funcol.all_reduce(x, "sum", (m, 1))
+
+    m = _mesh2d()
+    return fn, [(torch.ones(4), m.get_group("tp"), m)]
+
+
+def _mesh_other_groups():
+    import torch.distributed._functional_collectives as funcol
+
+    def fn(x, m):
+        return funcol.all_reduce(x, "sum", (m, 1))
+
+    return fn, [(_x(), _mesh2d()), (_x(), _mesh2d())]
+
+
+def _mesh_equal_new_object():
+    def fn(x, m):
+        return x + m.size() + m.get_local_rank()
+
+    root = _mesh2d()
+    return fn, [(_x(), root["tp"]), (_x(), root["tp"])]
+
+
+def _mesh_ndim_change():
+    from .fake_world import make_mesh
+
+    def fn(x, m):
+        return x + m.ndim + m.size(m.ndim - 1)
+
+    return fn, [(_x(), make_mesh((8,))), (_x(), make_mesh((2, 4))), (_x(), make_mesh((2, 2, 2)))]
+
+
+def _mesh_bad_input():
+    def fn(x, m):
+        return x + m.size(5)
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _bad_placement():
+    from torch.distributed.tensor.placement_types import Shard
+
+    def fn(x):
+        return x + Shard("x").dim
+
+    return fn, [(_x(),)]
+
+
+def _user_placement():
+    from torch.distributed.tensor.placement_types import Shard
+
+    class Halves(Shard):
+        def parts(self):
+            return 2 if self.is_shard() else 1
+
+    def fn(x, p):
+        return x + p.parts() + p.dim
+
+    return fn, [(_x(), Halves(0))]
+
+
+def _mesh_tensor():
+    def fn(x, m):
+        return x + m.mesh.sum()
+
+    return fn, [(_x(), _mesh2d())]
+
+
+def _group_more():
+    import torch.distributed as dist
+
+    def fn(x, pg):
+        return x + dist.get_group_rank(pg, dist.get_global_rank(pg, 0)), (
+            pg.group_desc, pg.name(), dist.get_backend(pg), dist.is_initialized())
+
+    return fn, [(_x(), _mesh2d().get_group("tp"))]
+
+
+def _group_collective_method():
+    def fn(x, pg):
+        pg.barrier()
+        return x + 1
+
+    return fn, [(_x(), _mesh2d().get_group("tp"))]
+
+
+def _init_mesh_inside():
+    from torch.distributed.device_mesh import init_device_mesh
+
+    def fn(x):
+        return x + init_device_mesh("cpu", (8,)).ndim
+
+    return fn, [(_x(),)]
+
+
+def _new_group_inside():
+    import torch.distributed as dist
+
+    def fn(x):
+        return x + dist.new_group([0, 1]).size()
+
+    return fn, [(_x(),)]
+
+
+CASES: list[Case] = [
+    Case("mesh shape/size/names/==/hash", _mesh_queries,
+         ("DeviceMesh.ndim", "DeviceMesh.shape", "DeviceMesh.size", "DeviceMesh.mesh_dim_names",
+          "DeviceMesh.device_type")),
+    Case("mesh rank/local rank/coordinate", _mesh_ranks,
+         ("DeviceMesh.get_rank", "DeviceMesh.get_local_rank", "DeviceMesh.get_coordinate")),
+    Case("submesh mesh['tp'], mesh['dp','tp']", _submesh, ("DeviceMesh.__getitem__",)),
+    Case("mesh._flatten", _flatten, ("DeviceMesh._flatten",)),
+    Case("mesh.get_group / get_all_groups", _mesh_groups, ("DeviceMesh.get_group", "DeviceMesh.get_all_groups")),
+    Case("submesh escapes (returned)", _submesh_escapes),
+    Case("placements built and queried", _placements_built,
+         ("Placement.is_shard", "Placement.is_replicate", "Placement.is_partial", "Placement.dim",
+          "Placement.reduce_op")),
+    Case("_StridedShard.split_factor", _strided_shard, ("Placement.split_factor",)),
+    Case("placements escape (returned)", _placement_escapes),
+    Case("placements: in, index, dict key", _placement_in_and_dict),
+    Case("placement input changes", _placement_change, reuse_calls=(1,)),
+    Case("process group queries", _pg_queries,
+         ("ProcessGroup.rank", "ProcessGroup.size", "ProcessGroup.group_name", "ProcessGroup._get_backend_name",
+          "torch.distributed.get_rank", "torch.distributed.get_world_size",
+          "torch.distributed.get_process_group_ranks")),
+    Case("different process group passed", _pg_change),
+    Case("dist.get_rank()/group.WORLD", _world_queries),
+    Case("functional collectives on tracked groups", _funcol),
+    Case("same-shape mesh, other groups (funcol)", _mesh_other_groups, recompile_calls=(1,)),
+    Case("equal new mesh object reuses graph", _mesh_equal_new_object, reuse_calls=(1,)),
+    Case("mesh ndim changes across calls", _mesh_ndim_change),
+    Case("bad input: mesh.size(5)", _mesh_bad_input),
+    Case("bad input: Shard('x')", _bad_placement),
+    Case("user-defined Placement subclass", _user_placement),
+    Case("ProcessGroup.group_desc/name, dist.get_backend/...", _group_more,
+         ("ProcessGroup.group_desc", "ProcessGroup.name", "torch.distributed.get_backend",
+          "torch.distributed.is_initialized", "torch.distributed.get_group_rank",
+          "torch.distributed.get_global_rank")),
+    Case("mesh.mesh (tensor)", _mesh_tensor, ("DeviceMesh.mesh",)),
+    Case("pg.barrier() (eager collective)", _group_collective_method,
+         tuple(f"ProcessGroup.{op}" for op in ("allreduce", "allgather", "broadcast", "reduce_scatter",
+                                               "alltoall", "barrier", "send", "recv")), expect=CLEAN_BREAK),
+    Case("init_device_mesh inside", _init_mesh_inside, ("torch.distributed.init_device_mesh",), expect=CLEAN_BREAK),
+    Case("dist.new_group inside", _new_group_inside, ("torch.distributed.new_group",), expect=CLEAN_BREAK),
+]
+
+
+def run_all(plugin: bool) -> list[Outcome]:
+    """Every case with the plugin installed (or not); restores the prior state."""
+    import dynamo_dist
+
+    was = dynamo_dist.is_installed()
+    (dynamo_dist.install if plugin else dynamo_dist.uninstall)()
+    try:
+        outcomes = []
+        for case in CASES:
+            try:
+                outcomes.append(run_case(case))
+            except Exception as e:  # a failure outside the compiled call itself
+                outcomes.append(Outcome(case.name, "crash", f"{type(e).__name__}: {e}"[:200]))
+                traceback.print_exc()
+        return outcomes
+    finally:
+        (dynamo_dist.install if was else dynamo_dist.uninstall)()
