@@ -78,6 +78,25 @@ def remove() -> None:
     _reset_dynamo()
 
 
+def stock_wrap(tx: Any, source: Any, value: Any) -> Any:
+    """The tracker stock Dynamo builds for ``value`` at ``source`` (bypassing
+    ours): used where a tracked object must become a graph value the way stock
+    makes it one (e.g. a mesh passed to a DTensor op)."""
+    original = _saved.get("wrap", C.VariableBuilder._wrap)
+    return original(C.VariableBuilder(tx, source), value)
+
+
+def stock_create(tx: Any, value: Any) -> Any:
+    """Stock SourcelessBuilder.create, bypassing ours."""
+    original = _saved.get("create", C.SourcelessBuilder.__dict__["create"])
+    table = C.SourcelessBuilder._type_handlers
+    saved = {t: table.pop(t) for t in _saved.get("table", {}) if t in table}
+    try:
+        return original.__func__(tx, value)
+    finally:
+        table.update(saved)
+
+
 def _reset_dynamo() -> None:
     # Compiled code and guards made under the other regime must not be reused.
     import torch._dynamo

@@ -195,6 +195,49 @@ class DistObjectVariable(C.VariableTracker):
     def bool_impl(self, tx: Any) -> C.VariableTracker | None:
         return C.ConstantVariable.create(bool(self.value))
 
+    # -- as a graph value: delegate to stock ---------------------------------
+    def stock_tracker(self, tx: Any) -> C.VariableTracker:
+        """The tracker stock torch would have for this object: reloaded from
+        our source, or rebuilt by replaying our derivation on the stock
+        tracker of our root."""
+        from .._hooks import stock_create, stock_wrap
+
+        # One stock tracker per object per frame: each stock wrap of a mesh
+        # adds a graph input, so it must happen once.
+        cache = tx.output.__dict__.setdefault("_dynamo_dist_stock_trackers", {})
+        key = self.source if self.source is not None else (
+            id(self.rebuild.root), self.rebuild.steps) if self.rebuild is not None else id(self.value)
+        if key in cache:
+            return cache[key]
+        if self.source is not None:
+            cache[key] = stock_wrap(tx, self.source, self.value)
+            return cache[key]
+        if self.rebuild is None:
+            cache[key] = stock_create(tx, self.value)
+            return cache[key]
+        root = self.rebuild.root
+        tracker = root.stock_tracker(tx) if isinstance(root, DistObjectVariable) else root
+        for step in self.rebuild.steps:
+            if step[0] == "attr":
+                tracker = tracker.var_getattr(tx, step[1])
+            else:
+                name, args, kwargs = (
+                    (step[1], step[2], dict(step[3])) if step[0] == "call" else ("__getitem__", (step[1],), {})
+                )
+                tracker = tracker.call_method(
+                    tx,
+                    name,
+                    [C.ConstantVariable.create(a) for a in args],
+                    {k: C.ConstantVariable.create(v) for k, v in kwargs.items()},
+                )
+        cache[key] = tracker
+        return tracker
+
+    def as_proxy(self) -> Any:
+        # Only reached when the object itself must be a graph value (an
+        # argument to a DTensor op): give it exactly the form stock gives it.
+        return self.stock_tracker(C.current_tx()).as_proxy()
+
     # -- reconstruction ----------------------------------------------------
     def reconstruct(self, codegen: Any) -> None:
         if self.rebuild is None:

@@ -42,6 +42,11 @@ class PlacementVariable(DistObjectVariable):
         # dict keys and constant-folded builtins.
         return True
 
+    def as_proxy(self) -> Any:
+        # A placement argument to a graph op is a constant in the node's
+        # arguments, as in stock (value-type opaque objects).
+        return self.value
+
     def reconstruct(self, codegen: Any) -> None:
         if self.rebuild is not None:
             return self.rebuild(codegen)
