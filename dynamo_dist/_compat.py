@@ -42,8 +42,14 @@ from torch._dynamo.variables.misc import GetAttrVariable  # noqa: F401
 TORCH_VERSION = torch.__version__.split("+")[0]
 SUPPORTED = TORCH_VERSION.startswith("2.13.")
 
-# Slot-style protocol names on VariableTracker in this release.
-HAS_SLOT_PROTOCOL = hasattr(VariableTracker, "richcompare_impl")
+
+def check_supported() -> None:
+    """dynamo_dist hooks Dynamo internals that change between releases."""
+    if not SUPPORTED or not hasattr(VariableTracker, "richcompare_impl"):
+        raise RuntimeError(
+            f"dynamo_dist supports torch 2.13.x, found torch {torch.__version__}. "
+            "Install torch==2.13.0, or leave dynamo_dist uninstalled on this torch."
+        )
 
 
 def stock_member_kind(cls: type, name: str) -> str | None:

@@ -32,6 +32,7 @@ def apply() -> None:
     with _lock:
         if _saved:
             return
+        C.check_supported()
         original_wrap = C.VariableBuilder._wrap
         original_create = C.SourcelessBuilder.__dict__["create"]
         create_fn = original_create.__func__
