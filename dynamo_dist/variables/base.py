@@ -338,6 +338,44 @@ class DistObjectVariable(C.VariableTracker):
         )
 
 
+class ImportableObjectVariable(C.VariableTracker):
+    """A module-level class or function of torch.distributed (``Shard``,
+    ``dist.get_rank``): a constant, compared by identity, rebuilt by import."""
+
+    _nonvar_fields = {"value", *C.VariableTracker._nonvar_fields}
+
+    def __init__(self, value: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value.__qualname__})"
+
+    def hash_impl(self, tx: Any) -> tuple[int, bool]:
+        return hash(self.value), False
+
+    def richcompare_impl(self, tx: Any, other: C.VariableTracker, op: str) -> C.VariableTracker:
+        if op in ("__eq__", "__ne__") and other.is_python_constant():
+            eq = self.value is other.as_python_constant()
+            return C.ConstantVariable.create(eq if op == "__eq__" else not eq)
+        return C.ConstantVariable.create(NotImplemented)
+
+    def call_obj_hasattr(self, tx: Any, name: str) -> C.VariableTracker:
+        return C.ConstantVariable.create(hasattr(self.value, name))
+
+    def reconstruct(self, codegen: Any) -> None:
+        codegen.load_import_from(self.value.__module__, self.value.__qualname__)
+
+
 def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> C.VariableTracker:
     """Wrap a query's answer: constants fold, distributed objects stay tracked."""
     from . import registry

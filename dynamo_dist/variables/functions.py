@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .base import Rebuild, constant_args, describe, graph_break, log, raise_like_eager, wrap_value
+from .base import ImportableObjectVariable, Rebuild, constant_args, describe, graph_break, log, raise_like_eager, wrap_value
 from .members import DIST_FUNCTIONS, Kind
 from .runtime_rank import runtime_rank_in
 
@@ -27,27 +27,12 @@ def dist_functions() -> dict[Any, str]:
     return found
 
 
-class DistFunctionVariable(C.VariableTracker):
-    _nonvar_fields = {"value", "name", *C.VariableTracker._nonvar_fields}
+class DistFunctionVariable(ImportableObjectVariable):
+    _nonvar_fields = {"name", *ImportableObjectVariable._nonvar_fields}
 
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.value, self.name = value, name
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
-    def is_python_constant(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"DistFunctionVariable({self.name})"
-
-    def reconstruct(self, codegen: Any) -> None:
-        codegen.load_import_from(self.value.__module__, self.value.__name__)
+        super().__init__(value, **kwargs)
+        self.name = name
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> C.VariableTracker:
         member = DIST_FUNCTIONS[self.name]

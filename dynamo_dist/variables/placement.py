@@ -7,7 +7,7 @@ import inspect
 from typing import Any
 
 from .. import _compat as C
-from .base import DistObjectVariable, constant_args, raise_like_eager
+from .base import DistObjectVariable, ImportableObjectVariable, constant_args, raise_like_eager
 from .members import PLACEMENT_MEMBERS
 
 
@@ -90,42 +90,8 @@ class PlacementVariable(DistObjectVariable):
         return super().unknown_member(tx, name, call)
 
 
-class PlacementClassVariable(C.VariableTracker):
+class PlacementClassVariable(ImportableObjectVariable):
     """A placement class: ``Shard(1)`` builds a tracked placement at trace time."""
-
-    _nonvar_fields = {"value", *C.VariableTracker._nonvar_fields}
-
-    def __init__(self, value: type, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.value = value
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
-    def is_python_constant(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"PlacementClassVariable({self.value.__name__})"
-
-    def hash_impl(self, tx: Any) -> tuple[int, bool]:
-        return hash(self.value), False
-
-    def richcompare_impl(self, tx: Any, other: C.VariableTracker, op: str) -> C.VariableTracker:
-        if op in ("__eq__", "__ne__") and other.is_python_constant():
-            eq = self.value is other.as_python_constant()
-            return C.ConstantVariable.create(eq if op == "__eq__" else not eq)
-        return C.ConstantVariable.create(NotImplemented)
-
-    def call_obj_hasattr(self, tx: Any, name: str) -> C.VariableTracker:
-        return C.ConstantVariable.create(hasattr(self.value, name))
-
-    def reconstruct(self, codegen: Any) -> None:
-        cls = self.value
-        codegen.load_import_from(cls.__module__, cls.__qualname__)
 
     def var_getattr(self, tx: Any, name: str) -> C.VariableTracker:
         value = getattr(self.value, name, None)

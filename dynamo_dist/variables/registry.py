@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -9,6 +10,7 @@ from .. import _compat as C
 from .. import guards
 
 
+@functools.cache
 def _types() -> tuple[type, type, type]:
     from torch.distributed import ProcessGroup
     from torch.distributed.device_mesh import DeviceMesh
