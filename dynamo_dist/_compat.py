@@ -17,19 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch._dynamo import graph_break_hints  # noqa: F401  (re-exported)
-from torch._dynamo.bytecode_transformation import (  # noqa: F401
-    create_call_function,
-    create_instruction,
-)
-from torch._dynamo.exc import (  # noqa: F401
-    ObservedException,
-    Unsupported,
-    raise_observed_exception,
-    unimplemented,
-)
+from torch._dynamo.bytecode_transformation import create_call_function  # noqa: F401
+from torch._dynamo.exc import raise_observed_exception, unimplemented  # noqa: F401
 from torch._dynamo.guards import GuardBuilder, install_guard  # noqa: F401
-from torch._dynamo.source import AttrSource, GetItemSource  # noqa: F401
+from torch._dynamo.source import AttrSource  # noqa: F401
 from torch._dynamo.variables.base import VariableTracker  # noqa: F401
 from torch._dynamo.variables.builder import (  # noqa: F401
     SourcelessBuilder,

@@ -39,7 +39,7 @@ def init_mesh_inside(x, mesh):
 
 def new_group_inside(x, mesh):
     x = x * 2  # some graph before the break, so the break is recorded
-    g = dist.new_group([0, 1])
+    dist.new_group([0, 1])
     return x + 1
 
 

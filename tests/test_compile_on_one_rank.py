@@ -3,7 +3,6 @@ is identical on every rank."""
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.distributed.config as dist_config
 
 from dynamo_dist.testing import compile_and_run, make_mesh, run_in_gloo_world

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from dynamo_dist.testing import make_mesh
 from helpers import check_like_eager

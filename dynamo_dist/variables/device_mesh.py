@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _compat as C
-from .base import DistObjectVariable, step_for, wrap_value
+from .base import DistObjectVariable
 from .members import DEVICE_MESH_MEMBERS
 from .runtime_rank import runtime_coordinate, runtime_rank_in, tensor_in_graph
 

@@ -31,10 +31,6 @@ class Member:
     # For BREAK rows: what the user should do instead.
     hint: str = ""
 
-    @property
-    def explanation(self) -> str:
-        return self.kind.value
-
 
 MOVE_OUT = "Compute it outside the compiled function and pass the result in."
 
