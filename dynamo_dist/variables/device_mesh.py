@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _compat as C
-from .base import DistObjectVariable
+from .base import DistObjectVariable, constant_args, raise_like_eager
 from .members import DEVICE_MESH_MEMBERS
 from .runtime_rank import runtime_coordinate, runtime_rank_in, tensor_in_graph
 
@@ -52,8 +52,6 @@ class DeviceMeshVariable(DistObjectVariable):
             return TupleVariable([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
         # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
         # (same errors as eager), only the rank itself is computed at run time.
-        from .base import constant_args, raise_like_eager
-
         pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
         dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
         try:
