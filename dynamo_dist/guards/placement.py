@@ -6,14 +6,13 @@ Built-in placements are guarded with C++ guards only (``TYPE_MATCH`` and an
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-import logging
-
 from .. import _compat as C
+from ._lambda import install_predicate
 
 log = logging.getLogger("dynamo_dist.guards")
-from ._lambda import install_predicate
 
 # Fields that fully determine a built-in placement's value, by exact type name.
 _FIELDS = {

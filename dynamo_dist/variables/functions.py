@@ -8,7 +8,16 @@ from typing import Any
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .base import ImportableObjectVariable, Rebuild, constant_args, describe, graph_break, log, raise_like_eager, wrap_value
+from .base import (
+    ImportableObjectVariable,
+    Rebuild,
+    constant_args,
+    describe,
+    graph_break,
+    log,
+    raise_like_eager,
+    wrap_value,
+)
 from .members import DIST_FUNCTIONS, Kind
 from .runtime_rank import runtime_rank_in
 

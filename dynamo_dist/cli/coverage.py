@@ -1,0 +1,38 @@
+"""Run the named cases with the plugin and with stock torch and print the
+coverage tables (``--update-readme README.md`` rewrites them)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--update-readme", metavar="PATH", help="rewrite the tables in this README")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dynamo_dist.diagnostics.coverage import differences_table, member_table, replace_block
+    from dynamo_dist.testing.cases import run_all
+
+    update_readme = args.update_readme
+
+    plugin, stock = run_all(plugin=True), run_all(plugin=False)
+    members, diffs = member_table(stock), differences_table(plugin, stock)
+    print(members, "\n")
+    print(diffs)
+    from dynamo_dist.testing.cases import CASES
+
+    ok = sum(o.status == c.expect for o, c in zip(plugin, CASES))
+    stock_ok = sum(o.status == "ok" for o in stock)
+    clean = sum(c.expect == "ok" for c in CASES)
+    print(f"\n{len(plugin)} cases: {ok} as expected with dynamo_dist "
+          f"({clean} compile with zero breaks and match eager, the rest break cleanly); "
+          f"{stock_ok} compile with zero breaks and match eager with stock torch")
+    if update_readme:
+        with open(update_readme) as f:
+            text = f.read()
+        text = replace_block(text, "coverage", members)
+        text = replace_block(text, "stock-diff", diffs)
+        with open(update_readme, "w") as f:
+            f.write(text)
+    return 0 if ok == len(plugin) else 1
