@@ -29,6 +29,9 @@ from torch._dynamo.variables.builder import (  # noqa: F401
 from torch._dynamo.variables.constant import ConstantVariable  # noqa: F401
 from torch._dynamo.variables.lists import BaseListVariable  # noqa: F401
 from torch._dynamo.variables.misc import GetAttrVariable  # noqa: F401
+from torch._dynamo.variables.tensor import TensorVariable  # noqa: F401
+from torch._dynamo.variables.builder import wrap_fx_proxy  # noqa: F401
+from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrappers  # noqa: F401
 
 TORCH_VERSION = torch.__version__.split("+")[0]
 SUPPORTED = TORCH_VERSION.startswith("2.13.")

@@ -8,6 +8,12 @@ Hook points (torch 2.13, see DESIGN.md):
 - ``SourcelessBuilder.create`` and its exact-type table
   ``SourcelessBuilder._type_handlers`` (the table is also used for nested
   list/tuple items through a closure over the original ``create``).
+- ``TensorVariable.call_method``: DTensor ``redistribute`` / ``to_local`` /
+  ``full_tensor`` with mesh or placement arguments become one graph call with
+  those folded in (``variables/dtensor.py``); everything else is stock.
+- AOTAutograd's ``gen_alias_from_base`` (as ``runtime_wrappers`` imported
+  it): a fallback for outputs that are views of DTensor inputs
+  (``aot_alias.py``), which stock crashes on at run time.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ def is_active() -> bool:
 
 
 def apply() -> None:
-    from .variables import registry
+    from . import aot_alias
+    from .variables import dtensor, registry
 
     with _lock:
         if _saved:
@@ -52,12 +59,24 @@ def apply() -> None:
         def fast_handler(tx: Any, value: Any) -> Any:
             return registry.tracker_for(value)
 
+        original_call_method = C.TensorVariable.__dict__["call_method"]
+
+        def call_method(self: Any, tx: Any, name: str, args: list, kwargs: dict) -> Any:
+            handled = dtensor.call_method(tx, self, name, args, kwargs)
+            if handled is not None:
+                return handled
+            return original_call_method(self, tx, name, args, kwargs)
+
         table = C.SourcelessBuilder._type_handlers
         saved_table = {t: table.get(t, _MISSING) for t in registry.sourceless_types()}
-        _saved.update(wrap=original_wrap, create=original_create, table=saved_table)
+        original_alias = C.aot_runtime_wrappers.gen_alias_from_base
+        _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
+                      call_method=original_call_method, alias=original_alias)
+        C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
         C.VariableBuilder._wrap = _wrap
         C.SourcelessBuilder.create = staticmethod(create)
+        C.TensorVariable.call_method = call_method
         for t in saved_table:
             table[t] = fast_handler
     _reset_dynamo()
@@ -69,6 +88,8 @@ def remove() -> None:
             return
         C.VariableBuilder._wrap = _saved["wrap"]
         C.SourcelessBuilder.create = _saved["create"]
+        C.TensorVariable.call_method = _saved["call_method"]
+        C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():
             if handler is _MISSING:

@@ -31,6 +31,8 @@ class Case:
     # The expected outcome with the plugin: "ok", or CLEAN_BREAK for members
     # that cannot run inside a compiled region.
     expect: str = "ok"
+    # Dynamo backend; "aot_eager" where AOTAutograd's handling is the point.
+    backend: str = "eager"
 
 
 @dataclass
@@ -43,6 +45,11 @@ class Outcome:
 
 
 def _same(a: Any, b: Any) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(a, DTensor):
+        return (isinstance(b, DTensor) and a.placements == b.placements and a.shape == b.shape
+                and _same(a.to_local(), b.to_local()))
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.shape == b.shape and bool((a == b).all())
     if isinstance(a, (tuple, list)):
@@ -62,7 +69,7 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
     torch._dynamo.reset()
     with fake_world(*world):
         fn, calls = case.build()
-        counter = CompileCounterWithBackend("eager")
+        counter = CompileCounterWithBackend(case.backend)
         compiled = torch.compile(fn, backend=counter, fullgraph=True)
         for i, args in enumerate(calls):
             try:
@@ -355,6 +362,89 @@ def _new_group_inside():
     return fn, [(_x(),)]
 
 
+# -- DTensor ----------------------------------------------------------------
+
+
+def _dtensor(shape=(8, 4), placements=None, mesh=None):
+    from torch.distributed.tensor import distribute_tensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    mesh = mesh or _mesh2d()
+    placements = placements or (Replicate(), Shard(0))
+    return distribute_tensor(torch.arange(float(torch.Size(shape).numel())).reshape(shape), mesh, placements)
+
+
+def _dtensor_attributes():
+    def fn(d):
+        scale = d.device_mesh.get_local_rank("tp") + len(d._spec.placements) + d._spec.mesh.size()
+        if d.placements[1].is_shard(0):
+            scale = scale + 100
+        return d.to_local() * scale
+
+    return fn, [(_dtensor(),), (_dtensor(placements=_replicated()),)]
+
+
+def _replicated():
+    from torch.distributed.tensor.placement_types import Replicate
+
+    return (Replicate(), Replicate())
+
+
+def _dtensor_ops():
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    def fn(x, mesh):
+        tp = mesh["tp"]
+        d = DTensor.from_local(x, tp, [Shard(0)], run_check=False)
+        r = d.redistribute(tp, [Replicate()], async_op=False)
+        p = DTensor.from_local(x, device_mesh=tp, placements=(Partial(),), shape=x.shape, stride=x.stride())
+        return r.to_local(grad_placements=[Replicate()])[:2] + p.full_tensor() + r.full_tensor()[:2]
+
+    return fn, [(torch.ones(2, 3), _mesh2d())]
+
+
+def _dtensor_run_check():
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, mesh):
+        return DTensor.from_local(x, mesh, [Replicate(), Shard(1)], run_check=True).to_local() * 2
+
+    return fn, [(torch.ones(2, 3), _mesh2d())]
+
+
+def _distribute_inside():
+    from torch.distributed.tensor import distribute_tensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, mesh):
+        # The fake world moves no data: compare what the layout decides.
+        d = distribute_tensor(x, mesh, [Replicate(), Shard(0)])
+        return d.to_local().shape, d.placements, d.shape
+
+    return fn, [(torch.ones(8, 3), _mesh2d())]
+
+
+def _dtensor_view_returned():
+    def fn(d):
+        return d.t(), d.view(-1), d.unsqueeze(0)
+
+    return fn, [(_dtensor(),)]
+
+
+def _strided_shard_redistribute():
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Replicate, _StridedShard
+
+    def fn(x, mesh):
+        tp = mesh["tp"]
+        d = DTensor.from_local(x, tp, [_StridedShard(0, split_factor=2)], run_check=False)
+        return d.redistribute(tp, [Replicate()]).to_local().shape
+
+    return fn, [(torch.ones(4, 3), _mesh2d())]
+
+
 CASES: list[Case] = [
     Case("mesh shape/size/names/==/hash", _mesh_queries,
          ("DeviceMesh.ndim", "DeviceMesh.shape", "DeviceMesh.size", "DeviceMesh.mesh_dim_names",
@@ -395,6 +485,14 @@ CASES: list[Case] = [
                                                "alltoall", "barrier", "send", "recv")), expect=CLEAN_BREAK),
     Case("init_device_mesh inside", _init_mesh_inside, ("torch.distributed.init_device_mesh",), expect=CLEAN_BREAK),
     Case("dist.new_group inside", _new_group_inside, ("torch.distributed.new_group",), expect=CLEAN_BREAK),
+    Case("DTensor placements/device_mesh/_spec", _dtensor_attributes,
+         ("DTensor.placements", "DTensor.device_mesh", "DTensor._spec")),
+    Case("DTensor from_local/redistribute/to_local/full_tensor", _dtensor_ops,
+         ("DTensor.from_local", "DTensor.redistribute", "DTensor.to_local", "DTensor.full_tensor")),
+    Case("DTensor.from_local(run_check=True)", _dtensor_run_check),
+    Case("distribute_tensor inside", _distribute_inside, ("DTensor.distribute_tensor",)),
+    Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),
+    Case("_StridedShard -> Replicate", _strided_shard_redistribute),
 ]
 
 

@@ -21,6 +21,7 @@ class Kind(enum.Enum):
     GROUP = "tracked process group"
     GROUPS = "tuple/list of tracked process groups"
     TENSOR = "tensor built in the graph from the folded rank table"
+    DTENSOR_OP = "one graph call, mesh and placements folded in"
     BREAK = "graph break with hint"
 
 
@@ -100,9 +101,23 @@ DIST_FUNCTIONS: dict[str, Member] = {
     ),
 }
 
+# DTensor members and functions. Attributes are read through the trackers
+# above; the operations become one graph call each (variables/dtensor.py).
+DTENSOR_MEMBERS: dict[str, Member] = {
+    "placements": Member(Kind.FOLD),
+    "device_mesh": Member(Kind.MESH),
+    "_spec": Member(Kind.FOLD),
+    "from_local": Member(Kind.DTENSOR_OP, method=True),
+    "to_local": Member(Kind.DTENSOR_OP, method=True),
+    "redistribute": Member(Kind.DTENSOR_OP, method=True),
+    "full_tensor": Member(Kind.DTENSOR_OP, method=True),
+    "distribute_tensor": Member(Kind.DTENSOR_OP, method=True),
+}
+
 ALL_TABLES: dict[str, dict[str, Member]] = {
     "DeviceMesh": DEVICE_MESH_MEMBERS,
     "Placement": PLACEMENT_MEMBERS,
     "ProcessGroup": PROCESS_GROUP_MEMBERS,
     "torch.distributed": DIST_FUNCTIONS,
+    "DTensor": DTENSOR_MEMBERS,
 }

@@ -94,6 +94,12 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> C.VariableTracker | 
         C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
         return PlacementClassVariable(value, source=source)
     if inspect.isfunction(value):
+        from .dtensor import DTensorFunctionVariable, dtensor_functions
+
+        dt_name = dtensor_functions().get(value)
+        if dt_name is not None:
+            C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+            return DTensorFunctionVariable(value, dt_name, source=source)
         name = dist_functions().get(value)
         if name is not None:
             C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))

@@ -1,0 +1,51 @@
+"""Outputs that are views of DTensor inputs, regenerated at run time.
+
+AOTAutograd rebuilds a graph output that aliases a graph input by replaying
+the view on the real input; for a DTensor output it has no view record and
+falls back to ``as_strided``, which DTensor does not support, so stock torch
+2.13 crashes at run time ("as_strided not supported with DTensor") on
+``return x.t()``. The view is rebuilt here on the *local* tensor, whose
+metadata the trace recorded, and wrapped back as a DTensor through the
+differentiable ``to_local``/``from_local`` pair so gradients still reach the
+input. ``_hooks.py`` installs this as a fallback around AOTAutograd's own
+function.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def is_dtensor_as_strided_failure(error: BaseException, base: Any) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(base, DTensor) and "as_strided not supported with DTensor" in str(error)
+
+
+def regenerate_dtensor_alias(base: Any, target_meta: Any, target_requires_grad: bool) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    local_meta = target_meta._local_tensor
+    local = base.to_local() if base.requires_grad else base._local_tensor
+    out_local = local.as_strided(local_meta.size(), local_meta.stride(), local_meta.storage_offset())
+    out = DTensor.from_local(
+        out_local, target_meta.device_mesh, target_meta.placements,
+        shape=target_meta.shape, stride=target_meta.stride(),
+    )
+    if out.requires_grad and not target_requires_grad:
+        out = out.detach()
+    return out
+
+
+def with_dtensor_fallback(original: Callable[..., Any]) -> Callable[..., Any]:
+    def gen_alias_from_base(aliased_base_tensor: Any, target_meta_tensor: Any, target_requires_grad: bool,
+                            *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(aliased_base_tensor, target_meta_tensor, target_requires_grad, *args, **kwargs)
+        except RuntimeError as e:
+            if not is_dtensor_as_strided_failure(e, aliased_base_tensor):
+                raise
+            return regenerate_dtensor_alias(aliased_base_tensor, target_meta_tensor, target_requires_grad)
+
+    gen_alias_from_base.__wrapped__ = original  # type: ignore[attr-defined]
+    return gen_alias_from_base
