@@ -10,6 +10,7 @@ process group each one names.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,12 +24,15 @@ BACKENDS = ("eager", "aot_eager", "inductor")
 
 @dataclass(frozen=True)
 class Collective:
-    """One ``_c10d_functional`` call in a graph: ``op`` is the op name
-    (``"all_reduce"``, ``"wait_tensor"``, ...), ``group`` the group name it
-    names (``None`` for ``wait_tensor``)."""
+    """One collective call in a graph: ``op`` is the op name (``"all_reduce"``,
+    ``"wait_tensor"``, ...; ``_c10d_functional`` ops, and DTensor's
+    ``shard_dim_alltoall``), ``group`` the group name it names (``None`` for
+    ``wait_tensor``), ``waited`` whether its result goes to a ``wait_tensor``
+    (``None`` for ``wait_tensor`` and for synchronous ops)."""
 
     op: str
     group: str | None
+    waited: bool | None = None
 
     def __str__(self) -> str:
         return self.op if self.group is None else f"{self.op}[{self.group}]"
@@ -45,9 +49,21 @@ def _group_name(node: torch.fx.Node) -> str | None:
     return None
 
 
+# Synchronous collective ops DTensor puts in graphs outside _c10d_functional
+# (on CUDA, Shard(i) -> Shard(j) is an all-to-all through this op).
+_SYNC_OPS = {("_dtensor", "shard_dim_alltoall")}
+
+
+def _is_wait(node: torch.fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional" \
+        and target._opname == "wait_tensor"
+
+
 def collectives_in(gm: torch.fx.GraphModule) -> list[Collective]:
-    """Every ``torch.ops._c10d_functional`` call in ``gm``, in graph order
-    (nested subgraphs included)."""
+    """Every ``torch.ops._c10d_functional`` call (and DTensor's synchronous
+    ``_dtensor.shard_dim_alltoall``) in ``gm``, in graph order, nested
+    subgraphs included."""
     found: list[Collective] = []
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
@@ -56,9 +72,17 @@ def collectives_in(gm: torch.fx.GraphModule) -> list[Collective]:
             target = node.target
             if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
                 continue
-            if target.namespace != "_c10d_functional":
-                continue
-            found.append(Collective(target._opname, _group_name(node)))
+            if (target.namespace, target._opname) in _SYNC_OPS:
+                found.append(Collective(target._opname, _group_name(node)))
+            elif target.namespace == "_c10d_functional":
+                if target._opname == "wait_tensor":
+                    found.append(Collective("wait_tensor", None))
+                else:
+                    # A coalesced op's results are waited through getitem.
+                    users = [u for user in node.users
+                             for u in (user.users if user.target is operator.getitem else [user])]
+                    waited = any(_is_wait(user) for user in users)
+                    found.append(Collective(target._opname, _group_name(node), waited))
     return found
 
 
@@ -122,13 +146,18 @@ class CaptureBackend:
         )(gm, example_inputs)
 
     def _inductor(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        import torch._functorch.config as functorch_config
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
         def inner(graph: torch.fx.GraphModule, inputs: list[Any], **kwargs: Any) -> Any:
             self._record(graph, backward=bool(kwargs.get("is_backward")))
             return compile_fx_inner(graph, inputs, **kwargs)
 
-        return compile_fx(gm, example_inputs, inner_compile=inner)
+        # A hit in the AOTAutograd cache skips the inner compiler (nothing
+        # would be recorded); inductor's own FX graph cache, inside
+        # compile_fx_inner, still applies.
+        with functorch_config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, inner_compile=inner)
 
     def collectives(self) -> dict[str, list[list[Collective]]]:
         """Collectives per recorded graph, as recorded:

@@ -1,5 +1,6 @@
 """Run a function on every rank of a real multi-process gloo world on
-loopback (127.0.0.1). Spawning is the slow part: do many checks per call."""
+loopback (127.0.0.1), or an NCCL world with one rank per GPU. Spawning is the
+slow part: do many checks per call."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any) -> None:
+def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any,
+               backend: str = "gloo") -> None:
+    import torch
     import torch.distributed as dist
 
     try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
         dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+            backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
         )
         try:
             out.put((rank, True, fn(*args)))
@@ -30,15 +35,17 @@ def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
         out.put((rank, False, traceback.format_exc()))
 
 
-def run_in_gloo_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300) -> list[Any]:
+def run_in_gloo_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
+                      backend: str = "gloo") -> list[Any]:
     """``fn(*args)`` on each rank (a module-level, picklable function); returns
     the per-rank results in rank order, or raises with the failing rank's
-    traceback."""
+    traceback. ``backend="nccl"`` runs an NCCL world instead, rank ``r`` on
+    GPU ``r`` (set as the current device before ``fn`` runs)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
     procs = [
-        ctx.Process(target=_rank_main, args=(fn, r, world_size, port, args, out), daemon=True)
+        ctx.Process(target=_rank_main, args=(fn, r, world_size, port, args, out, backend), daemon=True)
         for r in range(world_size)
     ]
     for p in procs:

@@ -1,0 +1,29 @@
+"""The multi-rank numerics checks on NCCL, one rank per GPU (the same batch
+as the gloo worlds: models and DTensor programs, aot_eager and inductor,
+forward and backward, collectives in the graphs). Skipped without 2+ GPUs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing.numerics import checks_for_world, run_checks
+
+
+def _world_size() -> int:
+    """All GPUs when their count is 2, 4 or 8, else the largest of those that
+    fits (the test models split hidden sizes and heads 2, 4 or 8 ways)."""
+    count = torch.cuda.device_count()
+    return max(n for n in (2, 4, 8) if n <= count)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="NCCL numerics need at least 2 CUDA GPUs (one rank per GPU); none here")
+def test_nccl_compiled_equals_eager_on_every_rank():
+    n = _world_size()
+    checks = checks_for_world(n)
+    per_rank = run_in_gloo_world(run_checks, n, checks, True, "cuda", backend="nccl", timeout=900)
+    failures = [r.describe() for results in per_rank for r in results if not r.ok]
+    assert all(len(results) == len(checks) for results in per_rank)
+    assert not failures, "\n\n".join(failures)
