@@ -1,0 +1,182 @@
+"""Item 1: trace + compile time, stock torch vs the plugin.
+
+(a) Mesh / placement / group query functions (backend ``eager``: tracing is
+    the whole cost), in a fake 8-rank world.
+(b) The tensor-parallel MLP and the transformer block of
+    ``dynamo_dist.testing.models`` (forward and backward of one step), in a
+    fake world, with backends ``eager``, ``aot_eager`` and ``inductor``.
+
+One sample is one cold compile: Dynamo is reset, then the first call of a
+freshly compiled function is timed (trace + compile + one run; the run is
+negligible next to compiling). Inductor's FX-graph and AOT-autograd caches
+are switched off so every sample really compiles; its on-disk kernel cache
+stays on (both sides generate the same kernels, and one warm-up compile per
+side fills it before sampling starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+from . import _timing as T
+
+WORLD = (8, 3)  # fake world: 8 ranks, seen from rank 3
+
+
+# ---------------------------------------------------------------------------
+# (a) query functions. Each compiles with fullgraph=True on stock torch too
+# (members stock crashes on are left out: they cannot be timed on stock).
+
+
+def mesh_queries(x, mesh):
+    tp = mesh["tp"]
+    out = x * mesh.ndim + mesh.size() + mesh.size(1) + tp.size()
+    out = out + mesh.get_local_rank("tp") + mesh.get_local_rank(0) + sum(mesh.get_coordinate())
+    if mesh.mesh_dim_names == ("dp", "tp") and mesh.device_type == "cpu":
+        out = out + mesh.shape[0]
+    return out
+
+
+def placement_queries(x, placements):
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    out = x
+    for i, p in enumerate(placements):
+        if p.is_shard():
+            out = out + p.dim * (i + 1)
+        elif p.is_partial():
+            out = out * 2
+        elif p.is_replicate():
+            out = out - 1
+    if Shard(0) in placements and placements[-1] == Replicate():
+        out = out + 10
+    return out, isinstance(placements[0], Shard), Partial("sum").is_partial()
+
+
+def group_queries(x, pg):
+    import torch.distributed as dist
+
+    out = x + pg.size() * 10 + pg.rank() + dist.get_world_size(pg) + dist.get_rank(pg)
+    ranks = dist.get_process_group_ranks(pg)
+    return out + ranks[-1] + dist.get_world_size() + dist.get_rank(), pg.group_name
+
+
+def funcol_on_mesh(x, mesh, pg):
+    import torch.distributed._functional_collectives as funcol
+
+    y = funcol.all_reduce(x, "sum", (mesh, 1))
+    return funcol.all_reduce(y * mesh.size(0), "sum", pg)
+
+
+def _query_args() -> dict[str, tuple[Callable[..., Any], tuple]]:
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    from ..testing import make_mesh
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    x = torch.ones(4)
+    return {
+        "mesh queries": (mesh_queries, (x, mesh)),
+        "placement queries": (placement_queries, (x, (Shard(0), Replicate()))),
+        "group queries": (group_queries, (x, mesh.get_group("tp"))),
+        "funcol on mesh/group": (funcol_on_mesh, (x, mesh, mesh.get_group("dp"))),
+    }
+
+
+QUERY_NAMES = ("mesh queries", "placement queries", "group queries", "funcol on mesh/group")
+
+
+# ---------------------------------------------------------------------------
+# Cold compiles.
+
+
+@contextlib.contextmanager
+def no_compile_caches() -> Iterator[None]:
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        yield
+
+
+def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> float:
+    """Reset Dynamo, compile ``fn`` under ``side`` and time its first call
+    (and the first backward, when it returns a loss)."""
+    import torch._dynamo
+
+    T.use(side)
+    torch._dynamo.reset()
+    counter = T.FrameCounter(backend)
+    compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    start = time.perf_counter()
+    out = compiled(*args)
+    if isinstance(out, torch.Tensor) and out.requires_grad:
+        out.backward()  # the backward graph compiles on its first call
+    seconds = time.perf_counter() - start
+    if counter.frame_count != 1:
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)}: expected 1 compiled frame, got {counter.frame_count}")
+    return seconds
+
+
+@dataclass
+class Task:
+    label: str
+    run: Callable[[Callable[[str], None]], dict[str, Any]]
+
+
+def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tuple[Callable[..., Any], tuple]],
+                      repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ..testing import fake_world
+
+    with fake_world(*WORLD), no_compile_caches():
+        fn, args = make()
+        for side in (T.STOCK, T.PLUGIN):  # warm-up: imports, lazy inits, kernel cache
+            progress(f"{side} warm-up")
+            cold_compile_seconds(side, fn, args, backend)
+        result = T.compare((T.STOCK, T.PLUGIN), repeats,
+                           lambda side: cold_compile_seconds(side, fn, args, backend), progress)
+        T.use(T.STOCK)
+    return {"name": name, "kind": kind, "backend": backend, "repeats": repeats,
+            **result.as_dict("s"), "ratio": result.ratio(T.PLUGIN, T.STOCK)}
+
+
+def train_step(model, x):
+    """What the benchmarks compile for a model: the forward and the loss (the
+    backward runs outside, compiled by the backend on its first call)."""
+    return model(x).sum()
+
+
+def _model_case(name: str, size: str) -> tuple[Callable[..., Any], tuple]:
+    from ..testing import make_mesh
+    from ..testing.models import SIZES, build_model, local_input, make_input
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    config = SIZES[size]
+    model = build_model(name, config, mesh=mesh["tp"])
+    x = local_input(name, make_input(config), mesh["tp"])
+    return train_step, (model, x)
+
+
+def tasks(cfg: Any) -> list[Task]:
+    """One task per (function or model, backend)."""
+    out: list[Task] = []
+    for name in QUERY_NAMES:
+        def run(progress, name=name):
+            return _compare_compiles(name, "queries", "eager", lambda: _query_args()[name],
+                                     cfg.compile_repeats, progress)
+
+        out.append(Task(f"compile_time {name} eager", run))
+    for model in cfg.models:
+        for backend in cfg.backends:
+            def run(progress, model=model, backend=backend):
+                return _compare_compiles(model, "model", backend, lambda: _model_case(model, cfg.size),
+                                         cfg.model_compile_repeats, progress)
+
+            out.append(Task(f"compile_time {model} {backend}", run))
+    return out

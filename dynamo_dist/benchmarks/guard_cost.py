@@ -1,0 +1,134 @@
+"""Item 2: the per-call cost of a compiled function over its bare graph.
+
+A compiled function taking a mesh, placements, a process group and two
+DTensors is called many times. Its *bare graph* is what the backend compiled
+(captured by a ``FrameCounter(record=True)``), called directly with the
+arguments Dynamo last gave it. Overhead per call = compiled call - bare call:
+guard evaluation, frame evaluation, argument extraction and output handling.
+
+Set-up: a fake 8-rank world seen from rank 3 (guards never talk to other
+ranks, so a fake world measures exactly what a real one would), a (2, 4)
+("dp", "tp") mesh, backend ``eager``. A second function takes the same
+mesh/placements/group with plain tensors, to separate the DTensor guards from
+ours. Each side compiles its own copy once; samples then alternate
+stock / plugin, each sample timing ``calls`` compiled calls and ``calls``
+bare calls interleaved in four chunks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from . import _timing as T
+from .compile_time import Task
+
+WORLD = (8, 3)
+
+
+def with_dtensors(x, y, mesh, placements, pg):
+    import torch.distributed as dist
+
+    scale = mesh["tp"].size() + dist.get_world_size(pg)
+    if placements[0].is_shard():
+        scale = scale + placements[0].dim
+    return x.to_local() * scale + y.to_local()
+
+
+def with_tensors(x, y, mesh, placements, pg):
+    import torch.distributed as dist
+
+    scale = mesh["tp"].size() + dist.get_world_size(pg)
+    if placements[0].is_shard():
+        scale = scale + placements[0].dim
+    return x * scale + y
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "mesh+placements+group+2 DTensors": with_dtensors,
+    "mesh+placements+group+2 tensors": with_tensors,
+}
+
+
+def _args(name: str) -> tuple:
+    from torch.distributed.tensor import distribute_tensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    from ..testing import make_mesh
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    placements = (Shard(0), Replicate())
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    if FUNCTIONS[name] is with_dtensors:
+        x, y = distribute_tensor(x, mesh, placements), distribute_tensor(y, mesh, placements)
+    return x, y, mesh, placements, mesh.get_group("dp")
+
+
+class _Side:
+    """One side's compiled copy of the function and its bare graph."""
+
+    def __init__(self, side: str, fn: Callable[..., Any], args: tuple) -> None:
+        T.switch_keeping_caches(side)
+        self.counter = T.FrameCounter("eager", record=True)
+        self.compiled = torch.compile(T.clone_function(fn, side), backend=self.counter, fullgraph=True)
+        self.args = args
+        want = fn(*args)
+        got = self.compiled(*args)
+        if isinstance(want, torch.Tensor) and not torch.equal(got, want):
+            raise AssertionError(f"{side}: compiled result differs from eager")
+        self.bare = self.counter.compiled[0]
+        self.bare_args = self.bare.args
+
+    def sample(self, calls: int) -> tuple[float, float]:
+        """(compiled, bare) seconds per call."""
+        full = bare = 0.0
+        chunk = max(1, calls // 4)
+        with T.no_gc():
+            for _ in range(4):
+                full += T.time_calls(self.compiled, self.args, chunk)
+                bare += T.time_calls(self.bare, self.bare_args, chunk)
+        if self.counter.frame_count != 1:
+            raise RuntimeError("recompiled while timing guard cost")
+        return full / (4 * chunk), bare / (4 * chunk)
+
+
+def measure(name: str, calls: int, repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ..testing import fake_world
+
+    fn = FUNCTIONS[name]
+    with fake_world(*WORLD):
+        args = _args(name)
+        sides = {side: _Side(side, fn, args) for side in (T.STOCK, T.PLUGIN)}
+        for side in sides.values():  # warm-up
+            side.sample(min(calls, 1000))
+        full, bare, overhead = T.Comparison(), T.Comparison(), T.Comparison()
+        for r, side in T.rounds((T.STOCK, T.PLUGIN), repeats):
+            progress(f"{side} {r + 1}/{repeats}")
+            f, b = sides[side].sample(calls)
+            full.add(side, f)
+            bare.add(side, b)
+            overhead.add(side, f - b)
+        graph_inputs = {s: [type(a).__name__ for a in sides[s].bare_args] for s in sides}
+        del sides
+        T.use(T.STOCK)
+    return {
+        "name": name,
+        "calls": calls,
+        "repeats": repeats,
+        "graph_inputs": graph_inputs,
+        "full_us": {s: full.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "bare_us": {s: bare.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "overhead_us": {s: overhead.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "overhead_ratio": overhead.ratio(T.PLUGIN, T.STOCK),
+        "full_ratio": full.ratio(T.PLUGIN, T.STOCK),
+        "samples_overhead_us": {s: [v * 1e6 for v in vs] for s, vs in overhead.samples.items()},
+    }
+
+
+def tasks(cfg: Any) -> list[Task]:
+    return [
+        Task(f"guard_cost {name}", lambda progress, name=name: measure(name, cfg.guard_calls, cfg.guard_repeats,
+                                                                        progress))
+        for name in FUNCTIONS
+    ]

@@ -1,0 +1,202 @@
+"""Tables from a benchmark result: printed, written into docs/BENCHMARKS.md
+and (the summary) into the README."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+DOC_MARKER = "bench"
+README_MARKER = "bench-summary"
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def compile_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["function / model", "backend", "stock (s)", "plugin (s)", "plugin / stock", "rounds"],
+        [[r["name"], r["backend"], _f(r.get("stock_s"), 3), _f(r.get("plugin_s"), 3), _f(r["ratio"]),
+          str(r["repeats"])] for r in rows],
+    )
+
+
+def guard_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["compiled function", "stock overhead (us)", "plugin overhead (us)", "plugin / stock",
+         "stock call (us)", "plugin call (us)", "stock bare graph (us)", "plugin bare graph (us)", "calls x rounds"],
+        [[r["name"], _f(r["overhead_us"]["stock"], 1), _f(r["overhead_us"]["plugin"], 1), _f(r["overhead_ratio"]),
+          _f(r["full_us"]["stock"], 1), _f(r["full_us"]["plugin"], 1), _f(r["bare_us"]["stock"], 1),
+          _f(r["bare_us"]["plugin"], 1), f"{r['calls']} x {r['repeats']}"] for r in rows],
+    )
+
+
+def _recompile_cell(side: dict[str, Any]) -> str:
+    cell = f"{side['compiles']} compiles, {side['correct']}/{side['calls']} correct"
+    if side["wrong"]:
+        cell += f", {side['wrong']} wrong"
+    if side["errors"]:
+        cell += f", {side['errors']} raised ({side['first_error']})"
+    return cell
+
+
+def recompile_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["workload", "calls", "distinct configurations", "stock", "plugin"],
+        [[r["name"], str(r["calls"]), str(r["distinct_configs"]), _recompile_cell(r["stock"]),
+          _recompile_cell(r["plugin"])] for r in rows],
+    )
+
+
+def step_table(rows: list[dict[str, Any]]) -> str:
+    out = []
+    skipped = []
+    for r in rows:
+        if "skipped" in r:
+            skipped.append(f"- {r['comm']} {r['world']} ranks, {r['model']}: skipped ({r['skipped']})")
+            continue
+        for backend in r["backends"]:
+            ms, ratio = r["ms"], r["ratio_to_handwritten"][backend]
+            out.append([
+                r["model"], f"{r['comm']} x{r['world']}", backend,
+                _f(ms["eager"]), _f(ms[f"stock {backend}"]), _f(ms[f"plugin {backend}"]),
+                _f(ms[f"handwritten {backend}"]),
+                _f(ratio["eager"]), _f(ratio["stock"]), _f(ratio["plugin"]),
+            ])
+    table = _table(["model", "world", "backend", "eager DTensor (ms)", "stock (ms)", "plugin (ms)",
+                    "hand-written (ms)", "eager / hw", "stock / hw", "plugin / hw"], out) if out else ""
+    return "\n\n".join(part for part in (table, "\n".join(sorted(set(skipped)))) if part)
+
+
+def tables(result: dict[str, Any]) -> str:
+    """All sections present in ``result``, as markdown tables under headings."""
+    parts = []
+    if result.get("compile_time"):
+        parts.append("### 1. Trace + compile time (median of cold compiles)\n\n"
+                     + compile_table(result["compile_time"]))
+    if result.get("guard_cost"):
+        parts.append("### 2. Guard cost per call (median; overhead = compiled call - bare graph call)\n\n"
+                     + guard_table(result["guard_cost"]))
+    if result.get("recompiles"):
+        parts.append("### 3. Recompiles and correctness\n\n" + recompile_table(result["recompiles"]))
+    if result.get("step_time"):
+        parts.append("### 4. Step time (median ms per training step; ratios to the hand-written version)\n\n"
+                     + step_table(result["step_time"]))
+    return "\n\n".join(parts)
+
+
+def stamp(result: dict[str, Any]) -> str:
+    meta, m = result["meta"], result["meta"]["machine"]
+    load = ""
+    if "load_average_start" in m:
+        load = (f"; load average (1/5/15 min) {'/'.join(map(str, m['load_average_start']))} at the start, "
+                f"{'/'.join(map(str, m.get('load_average_end', [])))} at the end")
+    gpus = ", ".join(m["gpus"]) or "none"
+    return "\n".join([
+        f"- date: {meta['date']}",
+        f"- machine: {m['cpu']}, {m['cores']} cores, GPUs: {gpus}{load}",
+        f"- torch {m['torch']}, Python {m['python']}, dynamo_dist {meta['dynamo_dist']}, {m['platform']}",
+        f"- command: `{meta['command']}` ({meta['seconds']:.0f} s)",
+    ])
+
+
+def _range(values: list[float]) -> str:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}"
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The README's table: one line per goal."""
+    rows = []
+    ct = result.get("compile_time", [])
+    for kind, label in (("queries", "query functions (eager)"), ("model", "TP models, all backends")):
+        ratios = [r["ratio"] for r in ct if r["kind"] == kind]
+        if ratios:
+            rows.append([f"trace + compile time, {label}", f"plugin / stock {_range(ratios)}", "<= 1.0",
+                         "yes" if max(ratios) <= 1.0 else "no"])
+    for r in result.get("guard_cost", []):
+        o = r["overhead_us"]
+        rows.append([f"guard overhead per call, {r['name']}",
+                     f"stock {o['stock']:.1f} us, plugin {o['plugin']:.1f} us (x{r['overhead_ratio']:.2f})",
+                     "<= 1.0", "yes" if r["overhead_ratio"] <= 1.0 else "no"])
+    for r in result.get("recompiles", []):
+        s, p = r["stock"], r["plugin"]
+        rows.append([f"recompiles, {r['name']} ({r['calls']} calls, {r['distinct_configs']} configurations)",
+                     f"stock {s['compiles']} compiles, {s['wrong'] + s['errors']} wrong; "
+                     f"plugin {p['compiles']} compiles, {p['wrong'] + p['errors']} wrong",
+                     "one compile per configuration, 0 wrong",
+                     "yes" if p["compiles"] == r["distinct_configs"] and not p["wrong"] + p["errors"] else "no"])
+    for r in result.get("step_time", []):
+        if "skipped" in r:
+            continue
+        for backend, ratio in r["ratio_to_handwritten"].items():
+            rows.append([f"step time, {r['model']}, {r['comm']} x{r['world']}, {backend}",
+                         f"plugin / hand-written {ratio['plugin']:.2f} (stock {ratio['stock']:.2f}, "
+                         f"eager {ratio['eager']:.2f})", "<= 1.05", "yes" if ratio["plugin"] <= 1.05 else "no"])
+    return _table(["benchmark", "figure", "goal", "met"], rows)
+
+
+def text(result: dict[str, Any]) -> str:
+    """What the command prints."""
+    return f"{tables(result)}\n\n### Summary\n\n{summary(result)}\n"
+
+
+DOC_SKELETON = """# Benchmarks
+
+Regenerate everything between the markers with one command (it also rewrites
+the README's summary table):
+
+    python -m dynamo_dist bench --json benchmarks/results/latest.json \\
+        --write-doc docs/BENCHMARKS.md --update-readme README.md
+
+<!-- bench:begin -->
+<!-- bench:end -->
+"""
+
+
+def doc_block(result: dict[str, Any], note: str = "") -> str:
+    parts = ["## Latest run", stamp(result)]
+    if note:
+        parts.append(note)
+    parts += ["### Summary", summary(result), tables(result)]
+    return "\n\n".join(parts)
+
+
+def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
+    """Rewrite the generated block of ``path`` (created from a skeleton if
+    missing); the hand-written text around the markers is kept."""
+    from ..diagnostics.coverage import replace_block
+
+    text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
+    if f"<!-- {DOC_MARKER}:begin -->" not in text_:
+        text_ = text_.rstrip("\n") + f"\n\n<!-- {DOC_MARKER}:begin -->\n<!-- {DOC_MARKER}:end -->\n"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        f.write(replace_block(text_, DOC_MARKER, doc_block(result, note)))
+
+
+def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCHMARKS.md") -> None:
+    """Rewrite the README's summary block (between ``bench-summary`` markers)."""
+    from ..diagnostics.coverage import replace_block
+
+    with open(path) as f:
+        text_ = f.read()
+    meta = result["meta"]
+    body = (f"{summary(result)}\n\n{meta['machine']['cpu']}, {meta['machine']['cores']} cores, "
+            f"torch {meta['machine']['torch']}, {meta['date']}; every figure, the method and the command: "
+            f"[{doc_link}]({doc_link}).")
+    with open(path, "w") as f:
+        f.write(replace_block(text_, README_MARKER, body))

@@ -1,0 +1,102 @@
+"""The benchmark suite: configurations, the task list and the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from . import _timing as T
+from . import compile_time, guard_cost, recompiles, step_time
+
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time")
+MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
+           "step_time": step_time}
+
+
+@dataclass(frozen=True)
+class Config:
+    """How much of everything to run. ``FULL`` for the figures, ``QUICK`` as a
+    smoke test (tiny sizes, few repetitions, no inductor, 2-rank world)."""
+
+    quick: bool
+    size: str  # a key of dynamo_dist.testing.models.SIZES
+    models: tuple[str, ...]
+    compile_repeats: int  # rounds of cold compiles per query function
+    model_compile_repeats: int  # rounds per (model, backend)
+    backends: tuple[str, ...]  # compile-time backends for the models
+    guard_calls: int  # calls per guard-cost sample
+    guard_repeats: int
+    worlds: tuple[int, ...]  # gloo world sizes for the step time
+    nccl_worlds: tuple[int, ...]
+    step_backends: tuple[str, ...]
+    step_repeats: int
+    step_steps: int  # steps per step-time sample
+    step_timeout: float  # seconds a spawned world may take
+
+
+FULL = Config(quick=False, size="medium", models=("mlp", "transformer"), compile_repeats=9,
+              model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"), guard_calls=20_000,
+              guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4), step_backends=("aot_eager", "inductor"),
+              step_repeats=7, step_steps=20, step_timeout=1800)
+QUICK = Config(quick=True, size="tiny", models=("mlp",), compile_repeats=2, model_compile_repeats=2,
+               backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3, worlds=(2,), nccl_worlds=(2,),
+               step_backends=("aot_eager",), step_repeats=3, step_steps=5, step_timeout=300)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    info: dict[str, Any] = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available() else [],
+    }
+    if hasattr(os, "getloadavg"):
+        info["load_average_start"] = [round(v, 2) for v in os.getloadavg()]
+    return info
+
+
+def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
+    """Run the chosen sections; the JSON-ready result."""
+    import dynamo_dist
+
+    tasks = [(section, task) for section in sections for task in MODULES[section].tasks(cfg)]
+    progress = T.Progress(len(tasks), quiet=quiet)
+    result: dict[str, Any] = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": command,
+            "dynamo_dist": dynamo_dist.__version__,
+            "machine": machine(),
+            "config": dataclasses.asdict(cfg),
+        },
+        **{section: [] for section in sections},
+    }
+    was_installed = dynamo_dist.is_installed()
+    try:
+        for section, task in tasks:
+            progress.task(task.label)
+            result[section].append(task.run(progress))
+    finally:
+        (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
+    if hasattr(os, "getloadavg"):
+        result["meta"]["machine"]["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
+    result["meta"]["seconds"] = round(progress.elapsed(), 1)
+    print(f"done in {progress.elapsed():.0f}s", file=sys.stderr)
+    return result

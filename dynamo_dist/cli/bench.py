@@ -1,0 +1,66 @@
+"""Benchmark dynamo_dist against stock torch: trace + compile time, guard cost
+per call, recompiles on a varying workload, and step time on real gloo worlds
+against a hand-written local-tensor version (``--quick``: a smoke test).
+
+Prints the tables; progress goes to stderr. Every figure is a median of
+several runs and every comparison a ratio taken in the same run, alternating
+the sides. Regenerate the published figures with:
+
+    python -m dynamo_dist bench --json benchmarks/results/latest.json \\
+        --write-doc docs/BENCHMARKS.md --update-readme README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dynamo_dist.benchmarks.suite import SECTIONS
+
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions, no inductor, 2 ranks")
+    parser.add_argument("--json", metavar="FILE", help="write the full result (every sample) as JSON")
+    parser.add_argument("--write-doc", metavar="PATH",
+                        help="rewrite the generated part of this markdown file (docs/BENCHMARKS.md)")
+    parser.add_argument("--update-readme", metavar="PATH", help="rewrite the benchmark summary in this README")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
+                        help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--from-json", metavar="FILE", help="do not run: report a result saved with --json")
+    parser.add_argument("--note", default="", help="a line added under the stamp in the doc (e.g. the machine load)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The canonical command that reproduces this run."""
+    words = ["python", "-m", "dynamo_dist", "bench"]
+    if args.quick:
+        words.append("--quick")
+    if args.only:
+        words += ["--only", *args.only]
+    for flag, value in (("--json", args.json), ("--write-doc", args.write_doc),
+                        ("--update-readme", args.update_readme)):
+        if value:
+            words += [flag, value]
+    return shlex.join(words)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dynamo_dist.benchmarks import report, suite
+
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+    else:
+        cfg = suite.QUICK if args.quick else suite.FULL
+        result = suite.run(cfg, tuple(args.only or suite.SECTIONS), command=command_line(args), quiet=args.quiet)
+    print(report.text(result))
+    if args.json and not args.from_json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if args.write_doc:
+        report.write_doc(args.write_doc, result, args.note)
+    if args.update_readme:
+        report.update_readme(args.update_readme, result)
+    return 0

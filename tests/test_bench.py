@@ -1,0 +1,83 @@
+"""``python -m dynamo_dist bench --quick`` as a smoke test: every section is
+present with sane numbers. No timing assertions (performance is measured by
+the benchmark itself, never by tests)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    doc = out.parent / "BENCHMARKS.md"
+    proc = subprocess.run([sys.executable, "-m", "dynamo_dist", "bench", "--quick", "--json", str(out),
+                           "--write-doc", str(doc)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text()), proc, doc.read_text()
+
+
+def test_meta_and_progress(quick):
+    result, proc, _ = quick
+    meta = result["meta"]
+    assert meta["config"]["quick"] is True
+    assert meta["command"].startswith("python -m dynamo_dist bench --quick")
+    assert meta["machine"]["torch"].startswith("2.13") and meta["machine"]["cores"] >= 1
+    assert "[1/" in proc.stderr and "compile_time" in proc.stderr  # progress lines on stderr
+    for heading in ("Trace + compile time", "Guard cost", "Recompiles", "Step time", "Summary"):
+        assert heading in proc.stdout
+
+
+def test_compile_time(quick):
+    rows = quick[0]["compile_time"]
+    assert {r["kind"] for r in rows} == {"queries", "model"}
+    for r in rows:
+        assert _positive(r["stock_s"]) and _positive(r["plugin_s"]) and _positive(r["ratio"]), r
+        assert len(r["samples"]["stock"]) == len(r["samples"]["plugin"]) == r["repeats"]
+
+
+def test_guard_cost(quick):
+    rows = quick[0]["guard_cost"]
+    assert any("DTensor" in r["name"] for r in rows)
+    for r in rows:
+        for side in ("stock", "plugin"):
+            assert _positive(r["full_us"][side]) and _positive(r["bare_us"][side]), r
+            assert math.isfinite(r["overhead_us"][side])
+        assert math.isfinite(r["overhead_ratio"])
+        assert "DeviceMesh" not in r["graph_inputs"]["plugin"]  # rule 1: the mesh is no graph input
+
+
+def test_recompiles(quick):
+    for r in quick[0]["recompiles"]:
+        plugin = r["plugin"]
+        assert plugin["correct"] == r["calls"] and plugin["wrong"] == plugin["errors"] == 0, r
+        assert plugin["compiles"] == r["distinct_configs"], r
+        stock = r["stock"]
+        assert stock["correct"] + stock["wrong"] + stock["errors"] == r["calls"]
+
+
+def test_step_time(quick):
+    rows = quick[0]["step_time"]
+    ran = [r for r in rows if "skipped" not in r]
+    assert any(r["comm"] == "gloo" and r["world"] == 2 for r in ran)
+    for r in ran:
+        for label, ms in r["ms"].items():
+            assert _positive(ms), (label, r)
+        for ratios in r["ratio_to_handwritten"].values():
+            assert ratios["handwritten"] == 1.0 and all(_positive(v) for v in ratios.values())
+    for r in rows:
+        if r["comm"] == "nccl":
+            assert "skipped" in r or "ms" in r
+
+
+def test_doc_is_stamped(quick):
+    _, _, doc = quick
+    assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m dynamo_dist bench" in doc
+    assert "torch 2.13" in doc
