@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "example": "example",
     "coverage": "coverage",
+    "demo": "demo",
     "bench": "bench",
 }
 DEFAULT = "example"

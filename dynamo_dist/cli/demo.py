@@ -1,0 +1,300 @@
+"""Train a tensor-parallel transformer block on a real multi-rank world,
+compiled with dynamo_dist, and report graph breaks and recompiles (with the
+plugin and with stock torch), the collectives in each captured graph, whether
+losses and gradients match eager on every rank, and step times.
+
+With no arguments it starts a local world: 4 gloo ranks on CPU, or one NCCL
+rank per GPU when GPUs are present. Launched by torchrun
+(``torchrun --nproc-per-node 4 -m dynamo_dist demo``) it joins that world
+instead. Exit status 1 if a compiled run does not match eager (or the plugin's
+run fails), 2 on bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dynamo_dist.testing.models import MODELS, SIZES
+
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="ranks of the local world (default: 4 on CPU, one per GPU); ignored under torchrun")
+    parser.add_argument("--steps", type=int, default=6, help="training steps per run (default 6)")
+    parser.add_argument("--backend", choices=("aot_eager", "inductor", "eager"), default="aot_eager",
+                        help="torch.compile backend (default aot_eager: the same graphs and collectives as "
+                             "inductor, compiled in seconds; inductor compiles C++ per rank, minutes on a "
+                             "small CPU box)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small",
+                        help="model size preset (default small: " + _describe(SIZES["small"]) + ")")
+    parser.add_argument("--dim", type=int, help="override the model width")
+    parser.add_argument("--hidden", type=int, help="override the MLP hidden width")
+    parser.add_argument("--heads", type=int, help="override the number of attention heads")
+    parser.add_argument("--seq-len", type=int, help="override the sequence length")
+    parser.add_argument("--batch", type=int, help="override the batch size")
+    parser.add_argument("--model", choices=sorted(MODELS), default="transformer",
+                        help="which tensor-parallel model to train (default transformer)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: CUDA with NCCL when GPUs are present, else CPU with gloo")
+    parser.add_argument("--no-stock", action="store_true", help="skip the stock-torch compiled run")
+
+
+def _describe(config) -> str:
+    return (f"dim {config.dim}, hidden {config.hidden}, {config.n_heads} heads, "
+            f"seq {config.seq_len}, batch {config.batch}")
+
+
+@dataclass
+class DemoOptions:
+    """What every rank needs to know (picklable)."""
+
+    model: str
+    config: Any
+    steps: int
+    backend: str
+    device_type: str
+    stock: bool = True
+    launcher: str = "local"
+
+
+@dataclass
+class RankSummary:
+    """One rank's results, without tensors."""
+
+    rank: int
+    runs: dict[str, Any] = field(default_factory=dict)  # label -> TrainRun (grads dropped)
+    matches: dict[str, tuple[bool, float, float]] = field(default_factory=dict)  # label -> compare()
+    groups: dict[str, str] = field(default_factory=dict)  # group name -> mesh dim name
+    threads: int = 1  # intra-op threads of this rank
+    cpus: int = 1  # CPUs of this rank's machine
+
+
+def _progress(rank: int):
+    def say(line: str) -> None:
+        if rank == 0:
+            print(f"[demo] {line}", flush=True)
+    return say
+
+
+def run_rank(options: DemoOptions) -> tuple[int, str | None]:
+    """The demo on this rank of the initialised world: train eagerly, compiled
+    with the plugin and compiled with stock torch; gather every rank's
+    summary on every rank. Returns ``(exit status, report)`` (the report on
+    rank 0 only)."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import dynamo_dist
+    from dynamo_dist.testing.training import compare, train
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    say = _progress(rank)
+    device = torch.device("cuda", torch.cuda.current_device()) if options.device_type == "cuda" \
+        else torch.device("cpu")
+    if device.type == "cpu":  # ranks on one machine share its cores
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+    mesh = init_device_mesh(options.device_type, (world,), mesh_dim_names=("tp",))
+    summary = RankSummary(rank, groups={mesh.get_group("tp").group_name: "tp"},
+                          threads=torch.get_num_threads(), cpus=os.cpu_count() or 1)
+    common = dict(device=device, progress=say)
+    say(f"world of {world} ranks ({dist.get_backend()}, {device.type}), mesh tp={world}; "
+        f"{options.model} ({_describe(options.config)}), {options.steps} steps")
+    runs = [train(options.model, options.config, mesh, options.steps, label="eager", **common)]
+    was_installed = dynamo_dist.is_installed()
+    dynamo_dist.install()
+    try:
+        runs.append(train(options.model, options.config, mesh, options.steps, backend=options.backend,
+                          label="dynamo_dist", **common))
+    finally:
+        dynamo_dist.uninstall()
+    if options.stock:
+        runs.append(train(options.model, options.config, mesh, options.steps, backend=options.backend,
+                          label="stock", **common))
+    if was_installed:
+        dynamo_dist.install()
+    eager = runs[0]
+    for run in runs[1:]:
+        summary.matches[run.label] = compare(run, eager, RTOL, ATOL)
+    for run in runs:
+        run.grads = []  # tensors stay on the rank
+        summary.runs[run.label] = run
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, summary)
+    report, status = render_report(options, gathered, world, dist.get_backend(), device.type)
+    return status, report if rank == 0 else None
+
+
+def _median_after_warmup(ms: list[float]) -> float:
+    timed = ms[1:] if len(ms) > 1 else ms
+    return statistics.median(timed) if timed else float("nan")
+
+
+def _count(collectives: list[str], groups: dict[str, str]) -> str:
+    if not collectives:
+        return "(none)"
+    counts: dict[str, int] = {}
+    for c in collectives:
+        name = c
+        for group, dim in groups.items():
+            name = name.replace(f"[{group}]", f"[{dim} group '{group}']")
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
+
+
+def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, dist_backend: str,
+                  device_type: str) -> tuple[str, int]:
+    """The report text and the exit status (0: every compiled run matched
+    eager on every rank and the plugin's run worked; 1 otherwise)."""
+    first = ranks[0]
+    labels = [label for label in ("dynamo_dist", "stock") if label in first.runs]
+    out = [f"dynamo_dist demo: tensor-parallel {options.model} ({_describe(options.config)})",
+           f"  {world} ranks, {dist_backend} on {device_type}, launched by {options.launcher}; 1-D mesh tp={world}; "
+           f"torch.compile backend {options.backend}; {options.steps} SGD steps, backward outside the compiled "
+           f"region", ""]
+    width = max(len(label) for label in labels + ["eager"]) + 2
+    out.append(f"{'':24}" + "".join(f"{label:>{width + 6}}" for label in labels))
+    rows = [("graph breaks", "graph_breaks"), ("graphs compiled (step 1)", "compiles"),
+            ("recompiles (steps 2+)", "recompiles")]
+    for title, attr in rows:
+        cells = []
+        for label in labels:
+            values = {getattr(r.runs[label], attr) for r in ranks}
+            cells.append("/".join(str(v) for v in sorted(values)))
+        out.append(f"{title:24}" + "".join(f"{c:>{width + 6}}" for c in cells))
+    for label in labels:
+        run = first.runs[label]
+        if run.break_reasons:
+            out.append(f"  {label} graph breaks: " + "; ".join(run.break_reasons))
+    out.append("")
+    for label in labels:
+        run = first.runs[label]
+        same = all(r.runs[label].forward == run.forward and r.runs[label].backward == run.backward for r in ranks)
+        out.append(f"Collectives per captured graph ({label}; "
+                   f"{'the same on every rank' if same else 'DIFFERENT across ranks'}):")
+        for phase, graphs in (("forward", run.forward), ("backward", run.backward)):
+            for i, graph in enumerate(graphs):
+                out.append(f"  {phase:8} graph {i}: {_count(graph, first.groups)}")
+        if not run.forward and not run.backward:
+            out.append("  (no graph captured)")
+    out.append("")
+    out.append(f"Compiled vs eager, losses and gradients at every step (rtol {RTOL:g}, atol {ATOL:g}):")
+    status = 0
+    for r in ranks:
+        cells = []
+        for label in labels:
+            run = r.runs[label]
+            match, loss_diff, grad_diff = r.matches[label]
+            if run.error is not None:
+                verdict = "FAILED (error)"
+            else:
+                verdict = "match" if match else "MISMATCH"
+            if not match and (label == "dynamo_dist" or run.error is None):
+                status = 1
+            cells.append(f"{label}: {verdict} (max |loss diff| {loss_diff:.2g}, max |grad diff| {grad_diff:.2g})")
+        out.append(f"  rank {r.rank}: " + "; ".join(cells))
+    for label in labels:
+        run = first.runs[label]
+        if run.error is not None:
+            out.append(f"\n{label} run failed on rank 0:\n{run.error}")
+    out.append("")
+    out.append(f"Step time, ms (median of steps 2-{options.steps}; forward + backward + optimizer step; "
+               f"{first.threads} thread(s) per rank, {first.cpus} CPUs on rank 0's machine: noisy when ranks share "
+               f"few cores):")
+    out.append(f"  {'rank':>4}  {'eager':>9}" + "".join(f"  {label:>12}" for label in labels)
+               + "  first step (compile)")
+    for r in ranks:
+        cells = [_median_after_warmup(r.runs["eager"].step_ms)] + \
+            [_median_after_warmup(r.runs[label].step_ms) for label in labels]
+        first_steps = ", ".join(f"{label} {r.runs[label].step_ms[0] / 1000:.1f} s"
+                                for label in labels if r.runs[label].step_ms)
+        out.append(f"  {r.rank:>4}  {cells[0]:>9.2f}" + "".join(f"  {c:>12.2f}" for c in cells[1:])
+                   + f"  {first_steps}")
+    out.append("")
+    out.append("Result: " + ("OK: every compiled run matches eager on every rank" if status == 0
+                             else "MISMATCH (exit status 1)"))
+    return "\n".join(out), status
+
+
+# ---------------------------------------------------------------------------
+# Launching.
+
+
+def _under_torchrun() -> bool:
+    return all(name in os.environ for name in TORCHRUN_VARS)
+
+
+def _config(args: argparse.Namespace):
+    from dynamo_dist.testing.models import SIZES
+
+    changes = {name: value for name, value in (("dim", args.dim), ("hidden", args.hidden), ("n_heads", args.heads),
+                                               ("seq_len", args.seq_len), ("batch", args.batch))
+               if value is not None}
+    return SIZES[args.size].scaled(**changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("demo: --device cuda but no CUDA GPU is available", file=sys.stderr)
+        return 2
+    if args.steps < 2:
+        print("demo: --steps must be at least 2 (the first step compiles)", file=sys.stderr)
+        return 2
+    torchrun = _under_torchrun()
+    if torchrun:
+        world = int(os.environ["WORLD_SIZE"])
+    else:
+        world = args.ranks or (torch.cuda.device_count() if use_cuda else 4)
+        if use_cuda and world > torch.cuda.device_count():
+            print(f"demo: {world} ranks but {torch.cuda.device_count()} GPUs (one rank per GPU)", file=sys.stderr)
+            return 2
+    config = _config(args)
+    try:
+        config.check(world)
+    except ValueError as e:
+        print(f"demo: {e}; pick --ranks or model sizes that divide", file=sys.stderr)
+        return 2
+    options = DemoOptions(args.model, config, args.steps, args.backend, "cuda" if use_cuda else "cpu",
+                          stock=not args.no_stock, launcher="torchrun" if torchrun else "local spawn")
+    start = time.perf_counter()
+    if torchrun:
+        status, report = _join_torchrun_world(options)
+    else:
+        from dynamo_dist.testing import run_in_gloo_world
+
+        backend = "nccl" if use_cuda else "gloo"
+        print(f"[demo] starting {world} {backend} ranks on {'GPU' if use_cuda else 'CPU'} ...", flush=True)
+        results = run_in_gloo_world(run_rank, world, options, backend=backend, timeout=1800)
+        statuses = {status for status, _ in results}
+        status, report = max(statuses), results[0][1]
+    if report is not None:
+        print()
+        print(report)
+        print(f"(demo wall time {time.perf_counter() - start:.0f} s)")
+    return status
+
+
+def _join_torchrun_world(options: DemoOptions) -> tuple[int, str | None]:
+    import torch
+    import torch.distributed as dist
+
+    if options.device_type == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl" if options.device_type == "cuda" else "gloo")
+    try:
+        return run_rank(options)
+    finally:
+        dist.destroy_process_group()
