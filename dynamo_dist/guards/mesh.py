@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import _compat as C
 from ._lambda import install_predicate
+from ._notes import note
 
 
 def mesh_fingerprint(mesh: Any) -> tuple:
@@ -54,3 +55,4 @@ def install_mesh_guard(source: Any, mesh: Any) -> None:
         make_check,
         f"dynamo_dist: `{source.name}` is the same {describe_mesh(mesh)}",
     )
+    note(source, "mesh")

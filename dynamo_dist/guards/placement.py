@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import _compat as C
 from ._lambda import install_predicate
+from ._notes import note
 
 log = logging.getLogger("dynamo_dist.guards")
 
@@ -26,6 +27,7 @@ _FIELDS = {
 def install_placement_guard(source: Any, placement: Any) -> None:
     log.debug("guard dynamo_dist: `%s` == %r (TYPE_MATCH + field EQUALS_MATCH)", source.name, placement)
     C.install_guard(source.make_guard(C.GuardBuilder.TYPE_MATCH))
+    note(source, "placement")
     cls = type(placement)
     fields = _FIELDS.get(cls.__name__) if cls.__module__.startswith("torch.") else None
     if fields is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import logging
 
 from .. import _compat as C
+from ._notes import note
 
 log = logging.getLogger("dynamo_dist.guards")
 
@@ -19,6 +20,7 @@ log = logging.getLogger("dynamo_dist.guards")
 def install_group_guard(source: Any) -> None:
     log.debug("guard dynamo_dist: `%s` is the same ProcessGroup object (ID_MATCH)", source.name)
     C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+    note(source, "process_group")
 
 
 def install_default_group_guard(tx: Any) -> None:
@@ -29,3 +31,4 @@ def install_default_group_guard(tx: Any) -> None:
     world = C.AttrSource(C.AttrSource(module, "GroupMember"), "WORLD")
     log.debug("guard dynamo_dist: the default (WORLD) group is the same object (ID_MATCH)")
     C.install_guard(world.make_guard(C.GuardBuilder.ID_MATCH))
+    note(world, "world")

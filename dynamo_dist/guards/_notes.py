@@ -1,0 +1,62 @@
+"""Notes saying what each dynamo_dist guard is about, for diagnostics.
+
+Dynamo reports a failed guard as code (``___check_obj_id(pg, 1403...)``);
+``dynamo_dist.explain`` turns that into user terms ("`pg` is a different
+process group (size 4 -> 2)") by comparing the values the guarded source had
+in the old and in the new compile. Those values are recorded here.
+
+Nothing is recorded (and nothing is installed) unless a listener is
+registered, so normal compiles pay one list check per guard, at trace time.
+While listening, a note is a guard whose build step only reads the value the
+guarded source has in this compile (through Dynamo's own guard builder) and
+adds no check: guard evaluation costs nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import _compat as C
+
+# listener(compile_id, source_name, kind, value); kind is one of KINDS.
+Listener = Callable[[str, str, str, Any], None]
+KINDS = ("mesh", "placement", "process_group", "world")
+_listeners: list[Listener] = []
+
+
+def add_listener(listener: Listener) -> None:
+    _listeners.append(listener)
+
+
+def remove_listener(listener: Listener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def note(source: Any, kind: str) -> None:
+    """Record, at guard-build time, the value ``source`` has in this compile."""
+    if _listeners:
+        C.install_guard(source.make_guard(_NOTE_FNS[kind]))
+
+
+def _make_note_fn(kind: str) -> Callable[[Any, Any], None]:
+    def note_fn(builder: Any, guard: Any) -> None:
+        from torch._guards import CompileContext
+
+        try:
+            value = builder.get(guard)
+        except Exception:  # a source Dynamo cannot evaluate: nothing to say
+            return
+        compile_id = str(CompileContext.current_compile_id())
+        for listener in list(_listeners):
+            try:
+                listener(compile_id, guard.name, kind, value)
+            except Exception:  # diagnostics must never fail a compile
+                pass
+
+    # Dynamo sorts and prints guards by their build function's name.
+    note_fn.__name__ = note_fn.__qualname__ = f"DYNAMO_DIST_NOTE_{kind.upper()}"
+    return note_fn
+
+
+_NOTE_FNS = {kind: _make_note_fn(kind) for kind in KINDS}
