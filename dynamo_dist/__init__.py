@@ -13,9 +13,10 @@ import contextlib
 from typing import Iterator
 
 from . import _hooks
+from .diagnostics.explain import explain
 
 __version__ = "0.1.0"
-__all__ = ["install", "uninstall", "enabled", "is_installed", "__version__"]
+__all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "__version__"]
 
 
 def install() -> None:

@@ -1,0 +1,245 @@
+"""Record what Dynamo does while a program runs, through torch's own channels:
+
+- graph breaks: the ``graph_breaks`` log artifact (``breaks.py``);
+- compiles, recompiles (with the failed guard) and failed compiles:
+  ``torch._dynamo.utils.get_compilation_metrics()``, one row per frame compile;
+- dynamo_dist's guards: ``guards/_notes.py`` (for recompile reasons in user terms);
+- graphs: a recording backend that sees every Dynamo graph and, lowering it
+  like ``aot_eager``, the forward/backward graphs AOTAutograd makes (where
+  DTensor's collectives first appear).
+
+``Recorder`` is a context manager that changes these for its duration only
+and puts every logger level, handler and limit back on exit. Nothing it does
+may fail the user's program: its callbacks swallow their own errors, and
+Dynamo's ``suppress_errors`` is on, so a frame that fails to compile runs
+eagerly and is reported instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from ..guards import _notes
+from . import breaks as B
+from .collectives import collectives_in
+from .guard_terms import describe_value, strip_scope, summarize
+from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
+
+LOWERINGS = ("aot_eager", "eager")
+_METRICS_LIMIT = 1_000_000  # keep every row of a recorded run
+
+
+class _BreakHandler(logging.Handler):
+    def __init__(self, sink: list[tuple[str, str]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.sink.append((_compile_id(), record.getMessage()))
+        except Exception:
+            pass
+
+
+def _compile_id() -> str:
+    from torch._guards import CompileContext
+
+    return str(CompileContext.current_compile_id())
+
+
+class RecordingBackend:
+    """A Dynamo backend that records each graph, then runs it like
+    ``aot_eager`` (default) or ``eager``. One instance per recording, so the
+    backend is the same object for every frame (no backend-change recompiles)."""
+
+    def __init__(self, recorder: "Recorder", lowering: str) -> None:
+        if lowering not in LOWERINGS:
+            raise ValueError(f"backend must be one of {LOWERINGS}, got {lowering!r}")
+        self.recorder, self.lowering = recorder, lowering
+        self.__name__ = f"dynamo_dist_explain_{lowering}"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        graph = self.recorder.add_graph(gm)
+        if self.lowering == "eager" or graph is None:
+            return gm.forward
+        from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+        from torch._dynamo.backends.common import aot_autograd
+
+        def capture(stage: str) -> Callable[..., Any]:
+            def compiler(fx: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+                self.recorder.add_stage(graph, fx, stage)
+                return make_boxed_func(fx.forward)
+
+            return compiler
+
+        lower = aot_autograd(fw_compiler=capture("forward"), bw_compiler=capture("backward"),
+                             partition_fn=min_cut_rematerialization_partition,
+                             keep_inference_input_mutations=True)
+        try:
+            return lower(gm, example_inputs)
+        except torch._dynamo.exc.RestartAnalysis:
+            raise
+        except Exception as e:  # AOTAutograd could not lower it: run the graph as captured
+            graph.note = f"not lowered by AOTAutograd ({type(e).__name__}: {str(e)[:120]}); ran as captured"
+            return gm.forward
+
+
+class Recorder:
+    """``with Recorder() as rec: ...`` then ``rec.report()``."""
+
+    def __init__(self, lowering: str = "aot_eager") -> None:
+        self.backend = RecordingBackend(self, lowering)
+        self.lowering = lowering
+        self._logs: list[tuple[str, str]] = []
+        self._graphs: list[CapturedGraph] = []
+        # compile id -> {stripped source: (kind, summary)}
+        self.notes: dict[str, dict[str, tuple[str, dict]]] = {}
+        self._rows: list[Any] = []
+        self._stack: contextlib.ExitStack | None = None
+
+    # -- lifetime -------------------------------------------------------------
+    def __enter__(self) -> "Recorder":
+        from torch._dynamo import utils
+        from torch._dynamo.symbolic_convert import graph_break_log
+
+        stack = contextlib.ExitStack()
+        # Compilation metrics: a bounded deque; widen it so no row of this run
+        # is dropped, remember which rows were there before.
+        old_limit = utils._compilation_metrics.maxlen or utils.DEFAULT_COMPILATION_METRICS_LIMIT
+        before = {id(m) for m in utils.get_compilation_metrics()}
+        utils.set_compilation_metrics_limit(_METRICS_LIMIT)
+
+        def take_rows() -> None:
+            self._rows = [m for m in utils.get_compilation_metrics() if id(m) not in before]
+            utils.set_compilation_metrics_limit(old_limit)
+
+        stack.callback(take_rows)
+        # Graph breaks: switch the artifact logger on for our handler only
+        # (not propagating, so nothing new is printed), unless the user
+        # already has it on (TORCH_LOGS=graph_breaks): then just listen too.
+        handler = _BreakHandler(self._logs)
+        saved = (graph_break_log.level, graph_break_log.propagate)
+        if not graph_break_log.isEnabledFor(logging.DEBUG):
+            graph_break_log.setLevel(logging.DEBUG)
+            graph_break_log.propagate = False
+        graph_break_log.addHandler(handler)
+
+        def restore_log() -> None:
+            graph_break_log.removeHandler(handler)
+            graph_break_log.setLevel(saved[0])
+            graph_break_log.propagate = saved[1]
+
+        stack.callback(restore_log)
+        # Dynamo prints a repeated break without its stack; start a fresh
+        # duplicate checker so we see each break's user frame once.
+        checker = utils.graph_break_dup_warning_checker
+        saved_seen = checker.set
+        checker.reset()
+        stack.callback(lambda: setattr(checker, "set", saved_seen))
+        _notes.add_listener(self._on_note)
+        stack.callback(_notes.remove_listener, self._on_note)
+        stack.enter_context(torch._dynamo.config.patch(suppress_errors=True))
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._stack is not None
+        self._stack.close()
+        self._stack = None
+
+    # -- callbacks (never raise) ------------------------------------------------
+    def _on_note(self, compile_id: str, source: str, kind: str, value: Any) -> None:
+        self.notes.setdefault(compile_id, {})[strip_scope(source)] = (kind, summarize(kind, value))
+
+    def add_graph(self, gm: torch.fx.GraphModule) -> CapturedGraph | None:
+        try:
+            compile_id = _compile_id()
+            nodes = list(gm.graph.nodes)
+            output = next((n for n in reversed(nodes) if n.op == "output"), None)
+            outs = output.args[0] if output is not None else ()
+            graph = CapturedGraph(
+                compile_id=compile_id, function="?", file="?", line=0,
+                inputs=sum(n.op == "placeholder" for n in nodes),
+                outputs=len(outs) if isinstance(outs, (tuple, list)) else 1,
+                ops=sum(n.op in ("call_function", "call_method", "call_module") for n in nodes),
+                collectives=collectives_in(gm, "dynamo"),
+                stages=["dynamo"],
+                code=gm.code.strip(),
+            )
+            self._note_dtensor_inputs(compile_id, nodes)
+            self._graphs.append(graph)
+            return graph
+        except Exception:
+            return None
+
+    def _note_dtensor_inputs(self, compile_id: str, nodes: list[torch.fx.Node]) -> None:
+        from torch.distributed.tensor import DTensor
+
+        for node in nodes:
+            if node.op != "placeholder":
+                continue
+            value = node.meta.get("example_value")
+            grapharg = node.meta.get("grapharg")
+            if isinstance(value, DTensor) and grapharg is not None and grapharg.source is not None:
+                self._on_note(compile_id, grapharg.source.name, "dtensor", value)
+
+    def add_stage(self, graph: CapturedGraph, gm: torch.fx.GraphModule, stage: str) -> None:
+        try:
+            found = collectives_in(gm, stage)
+            if "forward" not in graph.stages and "backward" not in graph.stages:
+                graph.collectives = []  # post-AOT graphs replace the Dynamo graph's list
+            graph.stages.append(stage)
+            graph.collectives.extend(found)
+        except Exception:
+            pass
+
+    # -- the report -----------------------------------------------------------------
+    def report(self, mode: str) -> ExplainReport:
+        import torch.distributed as dist
+
+        rows = [r for r in self._rows if r.co_name is not None and r.is_forward is not False]
+        frames = {str(r.compile_id): (B.user_function(r.co_name), r.co_filename, r.co_firstlineno or 0)
+                  for r in rows}
+        memo: dict = {}
+        found = [b for cid, text in self._logs if (b := B.parse_log(text, cid, memo)) is not None]
+        logged = {c for b in found for c in b.compile_ids}
+        report = ExplainReport(mode=mode, backend=self.lowering)
+        if dist.is_available() and dist.is_initialized():
+            report.rank, report.world_size = dist.get_rank(), dist.get_world_size()
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a launcher's, after the script's world ended
+            report.rank, report.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        for r in rows:
+            cid = str(r.compile_id)
+            fn, file, line = frames[cid]
+            if r.recompile_reason:
+                report.recompiles.append(self._recompile(cid, fn, file, line, r.recompile_reason))
+            if r.fail_type is None:
+                continue
+            if r.fail_type == "Unsupported" and cid not in logged:
+                found.append(B.from_failure(r.fail_reason or "", r.fail_user_frame_filename,
+                                            r.fail_user_frame_lineno, fn, cid))
+            elif r.fail_type != "Unsupported":
+                first = (r.fail_reason or "").strip().splitlines()
+                report.failures.append(CompileFailure(cid, fn, file, line,
+                                                      f"{r.fail_type}: {first[0] if first else ''}"[:300]))
+        report.breaks = B.merge(found)
+        for graph in self._graphs:
+            graph.function, graph.file, graph.line = frames.get(graph.compile_id, ("?", "?", 0))
+        report.graphs = list(self._graphs)
+        report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
+                         for cid, notes in self.notes.items()}
+        return report
+
+    def _recompile(self, cid: str, fn: str, file: str, line: int, reason: str) -> Recompile:
+        from .guard_terms import clean_guard, explain_failure
+
+        previous, guard = clean_guard(reason)
+        terms = explain_failure(guard, self.notes.get(previous, {}), self.notes.get(cid, {}))
+        return Recompile(function=fn, file=file, line=line, compile_id=cid, previous=previous,
+                         reason=terms or guard, guard=guard)

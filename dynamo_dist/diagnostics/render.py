@@ -1,0 +1,107 @@
+"""Plain-text rendering of an ExplainReport (no dependencies)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from .report import ExplainReport, _short
+
+WIDTH = 110
+
+
+def table_rows(headers: list[str], rows: list[list[Any]], indent: str = "  ") -> tuple[list[str], list[list[str]]]:
+    """(header lines, lines of each row): columns padded, the last one wrapped."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    widths[-1] = max(len(headers[-1]), min(widths[-1], WIDTH - sum(widths[:-1]) - 2 * len(widths)))
+
+    def line(row: list[str]) -> list[str]:
+        lead = indent + "".join(c.ljust(w) + "  " for c, w in zip(row[:-1], widths[:-1]))
+        last = textwrap.wrap(row[-1], widths[-1]) or [""]
+        return [(lead + last[0]).rstrip()] + [(" " * len(lead) + more).rstrip() for more in last[1:]]
+
+    head = line(list(headers)) + [indent + "  ".join("-" * w for w in widths)]
+    return head, [line(row) for row in cells]
+
+
+def table(headers: list[str], rows: list[list[Any]], indent: str = "  ") -> list[str]:
+    head, body = table_rows(headers, rows, indent)
+    return head + [text for row in body for text in row]
+
+
+def _detail(label: str, text: str, indent: str = "       ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=f"{indent}{label}: ",
+                         subsequent_indent=indent + " " * (len(label) + 2)) if text else []
+
+
+def _where(file: str, line: int) -> str:
+    return f"{_short(file)}:{line}"
+
+
+def render(report: ExplainReport) -> str:
+    return "\n".join(_lines(report)).rstrip() + "\n"
+
+
+def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
+    who = f"rank {r.rank} of {r.world_size}, " if r.rank is not None else ""
+    c = r.counts()
+    out = [f"{r.mode} explain ({who}backend {r.backend}): {c['graphs']} graphs, {c['graph breaks']} graph breaks, "
+           f"{c['recompiles']} recompiles, {c['compile failures']} compile failures, {c['collectives']} collectives"]
+    if r.error:
+        out.append(f"  the compiled program raised {r.error}")
+    out += ["", f"Graph breaks ({len(r.breaks)})"]
+    if not r.breaks:
+        out.append("  none")
+    head, body = table_rows(["#", "where", "function", "from", "type"],
+                            [[i, b.where, b.function, b.origin, b.gb_type] for i, b in enumerate(r.breaks, 1)])
+    out += head if r.breaks else []
+    for b, row in zip(r.breaks, body):
+        out += row
+        if b.code:
+            out.append(f"       code: {b.code}")
+        out += _detail("effect", f"{b.effect} (compiles {', '.join(b.compile_ids)})")
+        out += _detail("why", b.explanation)
+        for hint in b.hints:
+            out += _detail("hint", hint)
+    out += ["", f"Recompiles ({len(r.recompiles)})"]
+    out += table(["#", "function", "compile", "reason"],
+                 [[i, f"{x.function} ({_where(x.file, x.line)})", f"{x.previous} -> {x.compile_id}", x.reason]
+                  for i, x in enumerate(r.recompiles, 1)]) if r.recompiles else ["  none"]
+    if r.failures:
+        out += ["", f"Compile failures ({len(r.failures)}) - these frames ran eagerly"]
+        out += table(["compile", "function", "error"],
+                     [[f.compile_id, f"{f.function} ({_where(f.file, f.line)})", f.error] for f in r.failures])
+    out += ["", f"Graphs ({len(r.graphs)})"]
+    out += table(["graph", "function", "inputs", "outputs", "ops", "seen", "collectives"],
+                 [[g.compile_id, f"{g.function} ({_where(g.file, g.line)})", g.inputs, g.outputs, g.ops,
+                   "+".join(g.stages), len(g.collectives)] for g in r.graphs]) if r.graphs else ["  none"]
+    notes = [f"  {g.compile_id}: {g.note}" for g in r.graphs if g.note]
+    out += notes
+    rows = [[g.compile_id, x.stage, x.op, x.group, _ranks(x.ranks), _shape(x.shape), x.dtype,
+             "?" if x.bytes_per_rank is None else x.bytes_per_rank] for g in r.graphs for x in g.collectives]
+    out += ["", f"Collectives ({len(rows)}; bytes each rank sends, ring algorithm)"]
+    out += table(["graph", "stage", "op", "group", "ranks", "shape", "dtype", "bytes/rank"], rows) if rows \
+        else ["  none"]
+    if r.rank_differences:
+        out += ["", f"Differences between ranks ({len(r.rank_differences)})"]
+        for d in r.rank_differences:
+            out += textwrap.wrap(d, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+    if with_stock and r.stock is not None:
+        out += ["", "Side by side with stock torch (same run, plugin uninstalled)"]
+        mine, stock = r.counts(), r.stock.counts()
+        out += table(["", r.mode, r.stock.mode], [[k, mine[k], stock[k]] for k in mine])
+        if r.stock.error:
+            out.append(f"  stock torch: the compiled program raised {r.stock.error}")
+        out += ["", "-" * 40, ""] + _lines(r.stock, with_stock=False)
+    return out
+
+
+def _ranks(ranks: list[int] | None) -> str:
+    return "?" if ranks is None else "[" + ",".join(map(str, ranks)) + "]"
+
+
+def _shape(shape: list[Any]) -> str:
+    if shape and isinstance(shape[0], list):
+        return " ".join(_shape(s) for s in shape)
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"

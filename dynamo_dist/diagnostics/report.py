@@ -1,0 +1,130 @@
+"""The explain report: plain data (``to_dict()``, JSON-serialisable) that
+renders as readable tables (``str(report)``); see ``render.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+PLUGIN = "dynamo_dist"
+STOCK = "stock torch"
+
+
+@dataclass
+class GraphBreak:
+    """One place where Dynamo stopped tracing (deduplicated by place and type)."""
+
+    file: str
+    line: int
+    function: str
+    gb_type: str
+    explanation: str
+    hints: list[str]
+    context: str
+    origin: str  # "dynamo_dist" (the plugin's own break) or "stock Dynamo"
+    effect: str  # what Dynamo did about it
+    code: str = ""  # the user's source line
+    compile_ids: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return f"{_short(self.file)}:{self.line}"
+
+
+@dataclass
+class Recompile:
+    function: str
+    file: str
+    line: int
+    compile_id: str
+    previous: str  # compile id of the cached graph whose guard failed
+    reason: str  # in user terms where known, else the cleaned guard
+    guard: str  # the failed guard as Dynamo printed it (first line)
+
+
+@dataclass
+class Collective:
+    op: str
+    group: str
+    ranks: list[int] | None
+    shape: list[Any]
+    dtype: str
+    bytes_per_rank: int | None
+    stage: str  # "dynamo" (the captured graph), "forward" / "backward" (after AOTAutograd)
+
+
+@dataclass
+class CapturedGraph:
+    compile_id: str
+    function: str
+    file: str
+    line: int
+    inputs: int
+    outputs: int
+    ops: int
+    collectives: list[Collective] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)  # graphs seen: dynamo, forward, backward
+    code: str = ""
+    note: str = ""  # e.g. why no post-AOT graph was captured
+
+
+@dataclass
+class CompileFailure:
+    compile_id: str
+    function: str
+    file: str
+    line: int
+    error: str
+
+
+@dataclass
+class ExplainReport:
+    mode: str = PLUGIN  # PLUGIN or STOCK
+    backend: str = "aot_eager"
+    rank: int | None = None
+    world_size: int | None = None
+    graphs: list[CapturedGraph] = field(default_factory=list)
+    breaks: list[GraphBreak] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    failures: list[CompileFailure] = field(default_factory=list)
+    # Per compile id: the guards dynamo_dist installed, in user terms.
+    guards: dict[str, list[str]] = field(default_factory=dict)
+    error: str | None = None  # the compiled program raised this
+    stock: ExplainReport | None = None  # compare_stock: the same run without the plugin
+    rank_differences: list[str] = field(default_factory=list)
+
+    @property
+    def collectives(self) -> list[Collective]:
+        return [c for g in self.graphs for c in g.collectives]
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "graphs": len(self.graphs),
+            "graph breaks": len(self.breaks),
+            "recompiles": len(self.recompiles),
+            "compile failures": len(self.failures),
+            "collectives": len(self.collectives),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stock"] = self.stock.to_dict() if self.stock is not None else None
+        data["counts"] = self.counts()
+        return data
+
+    def __str__(self) -> str:
+        from .render import render
+
+        return render(self)
+
+
+def _short(path: str) -> str:
+    """A path as the user wrote it: relative to the working directory when inside it."""
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
