@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "coverage": "coverage",
     "demo": "demo",
     "bench": "bench",
+    "explain": "explain",
 }
 DEFAULT = "example"
 
