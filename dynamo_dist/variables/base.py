@@ -20,6 +20,7 @@ from .members import Kind, Member
 
 GB_PREFIX = "dynamo_dist:"
 log = logging.getLogger("dynamo_dist.fold")
+break_log = logging.getLogger("dynamo_dist.breaks")
 
 _RICHCOMPARE = {
     "__eq__": operator.eq,
@@ -33,7 +34,8 @@ _RICHCOMPARE = {
 
 def graph_break(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:
     """A clean, explained graph break. ``gb_type`` never carries per-call data."""
-    log.debug("graph break %s: %s", gb_type, context)
+    break_log.debug("graph break %s %s (%s): %s Hint: %s", GB_PREFIX, gb_type, context, explanation,
+                    " Hint: ".join(hints))
     C.unimplemented(
         gb_type=f"{GB_PREFIX} {gb_type}",
         context=context,

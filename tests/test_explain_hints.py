@@ -1,0 +1,161 @@
+"""Every `dynamo_dist:` graph break is written for the user: an explanation
+and at least one concrete hint (walking the member tables and every
+``graph_break`` call in the source), and the plugin's decisions reach the
+``dynamo_dist`` logger."""
+
+import ast
+import inspect
+import logging
+import pathlib
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.placement_types import Shard
+
+import dynamo_dist
+from dynamo_dist.testing import make_mesh
+from dynamo_dist.variables import base
+from dynamo_dist.variables.members import ALL_TABLES, Kind
+
+# A hint says what to do: it starts with an instruction.
+ACTIONS = ("Use", "Create", "Move", "Pass", "Compute", "Return", "Fix", "Call", "Distribute", "Build", "Read",
+           "Make", "Replace", "Avoid", "Keep", "Set")
+
+
+def is_concrete(hint: str) -> bool:
+    return len(hint) >= 25 and hint.split()[0] in ACTIONS and "report an issue" not in hint.lower()
+
+
+BREAK_ROWS = [(table, name, member) for table, rows in ALL_TABLES.items()
+              for name, member in rows.items() if member.kind is Kind.BREAK]
+
+
+def test_every_break_row_has_a_concrete_hint():
+    assert BREAK_ROWS, "the tables have no break rows to check"
+    for table, name, member in BREAK_ROWS:
+        assert is_concrete(member.hint), f"{table}.{name}: {member.hint!r}"
+
+
+def call_member(x, obj, name):
+    x = x * 2
+    try:
+        getattr(obj, name)()  # the break; eagerly the call may raise (no arguments)
+    except Exception:
+        pass
+    return x + 1
+
+
+def call_function(x, fn):
+    x = x * 2
+    try:
+        fn()  # the break
+    except Exception:
+        pass
+    return x + 1
+
+
+def _objects():
+    from dynamo_dist.variables.functions import dist_functions
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    return {
+        "DeviceMesh": mesh,
+        "Placement": Shard(0),
+        "ProcessGroup": mesh.get_group("tp"),
+        "torch.distributed": {name: fn for fn, name in dist_functions().items()},
+        "DTensor": DTensor.from_local(torch.ones(2), mesh["tp"], [Shard(0)]),
+    }
+
+
+@pytest.mark.parametrize("table,name", [(t, n) for t, n, _ in BREAK_ROWS], ids=lambda v: v)
+def test_break_rows_reach_the_report_with_explanation_and_hint(world8, table, name):
+    member = ALL_TABLES[table][name]
+    obj = _objects()[table]
+    if table == "torch.distributed":
+        fn, args, marker = call_function, (torch.ones(1), obj[name]), "fn()"
+    else:
+        fn, args, marker = call_member, (torch.ones(1), obj, name), "getattr(obj, name)()"
+    report = dynamo_dist.explain(fn, backend="eager")(*args)
+    lines, start = inspect.getsourcelines(fn)
+    line = start + next(i for i, text in enumerate(lines) if marker in text)
+    ours = [b for b in report.breaks if b.origin == "dynamo_dist"]
+    assert len(ours) == 1, report
+    [brk] = ours
+    assert brk.gb_type.startswith("dynamo_dist:") and (brk.file, brk.line) == (__file__, line)
+    assert brk.explanation and name in brk.explanation
+    assert brk.hints[0] == member.hint
+
+
+def _graph_break_calls():
+    root = pathlib.Path(base.__file__).parent.parent
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            name = getattr(node, "func", None) and getattr(node.func, "id", getattr(node.func, "attr", None))
+            if isinstance(node, ast.Call) and name == "graph_break":
+                yield path.relative_to(root), node
+
+
+def _arg(call: ast.Call, index: int, name: str) -> ast.AST | None:
+    if len(call.args) > index:
+        return call.args[index]
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _hint_is_concrete(hint: ast.AST) -> bool:
+    if isinstance(hint, ast.Constant):
+        return is_concrete(hint.value)
+    if isinstance(hint, ast.Name):  # a module constant, e.g. MOVE_OUT_HINT
+        return is_concrete(getattr(base, hint.id))
+    if isinstance(hint, ast.JoinedStr):  # an f-string: its literal start must be an instruction
+        head = hint.values[0]
+        return isinstance(head, ast.Constant) and head.value.split()[0] in ACTIONS
+    return ast.unparse(hint) == "member.hint"  # the table rows, checked above
+
+
+def test_every_graph_break_call_has_explanation_and_a_concrete_hint():
+    calls = list(_graph_break_calls())
+    assert len(calls) >= 8, calls  # base, functions, registry, dtensor ...
+    for path, call in calls:
+        where = f"{path}:{call.lineno}"
+        explanation, hints = _arg(call, 2, "explanation"), _arg(call, 3, "hints")
+        assert explanation is not None and not (isinstance(explanation, ast.Constant) and not explanation.value), where
+        assert isinstance(hints, ast.List) and hints.elts, f"{where}: hints must be a non-empty list"
+        assert any(_hint_is_concrete(h) for h in hints.elts), f"{where}: no hint says what to do"
+
+
+class Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def fold_guard_break(x, pg):
+    x = x + pg.size() + dist.get_world_size(pg)
+    pg.barrier()
+    return x
+
+
+def test_decisions_go_to_the_dynamo_dist_logger(world8, plugin):
+    logger = logging.getLogger("dynamo_dist")
+    handler, level = Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        torch.compile(fold_guard_break, backend="eager")(torch.ones(1), make_mesh((2, 4)).get_group(1))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    by_name = {}
+    for r in handler.records:
+        by_name.setdefault(r.name, []).append(r.getMessage())
+    assert "folded ProcessGroup.size() -> 4" in by_name["dynamo_dist.fold"]
+    assert any("`L['pg']` is the same ProcessGroup object (ID_MATCH)" in m for m in by_name["dynamo_dist.guards"])
+    [brk] = by_name["dynamo_dist.breaks"]
+    assert brk.startswith("graph break dynamo_dist: unsupported ProcessGroup member (ProcessGroup.barrier)")
+    assert "Hint: Use the functional collectives" in brk
