@@ -11,6 +11,8 @@ Hook points (torch 2.13, see DESIGN.md):
 - ``TensorVariable.call_method``: DTensor ``redistribute`` / ``to_local`` /
   ``full_tensor`` with mesh or placement arguments become one graph call with
   those folded in (``variables/dtensor.py``); everything else is stock.
+- ``TensorVariable.var_getattr``: ``placements`` / ``device_mesh`` of a DTensor
+  made inside the frame are our trackers (stock makes graph nodes).
 - AOTAutograd's ``gen_alias_from_base`` (as ``runtime_wrappers`` imported
   it): a fallback for outputs that are views of DTensor inputs
   (``aot_alias.py``), which stock crashes on at run time.
@@ -67,16 +69,25 @@ def apply() -> None:
                 return handled
             return original_call_method(self, tx, name, args, kwargs)
 
+        original_getattr = C.TensorVariable.__dict__["var_getattr"]
+
+        def var_getattr(self: Any, tx: Any, name: str) -> Any:
+            handled = dtensor.var_getattr(tx, self, name)
+            if handled is not None:
+                return handled
+            return original_getattr(self, tx, name)
+
         table = C.SourcelessBuilder._type_handlers
         saved_table = {t: table.get(t, _MISSING) for t in registry.sourceless_types()}
         original_alias = C.aot_runtime_wrappers.gen_alias_from_base
         _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
-                      call_method=original_call_method, alias=original_alias)
+                      call_method=original_call_method, getattr=original_getattr, alias=original_alias)
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
         C.VariableBuilder._wrap = _wrap
         C.SourcelessBuilder.create = staticmethod(create)
         C.TensorVariable.call_method = call_method
+        C.TensorVariable.var_getattr = var_getattr
         for t in saved_table:
             table[t] = fast_handler
     _reset_dynamo()
@@ -89,6 +100,7 @@ def remove() -> None:
         C.VariableBuilder._wrap = _saved["wrap"]
         C.SourcelessBuilder.create = _saved["create"]
         C.TensorVariable.call_method = _saved["call_method"]
+        C.TensorVariable.var_getattr = _saved["getattr"]
         C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():

@@ -38,6 +38,9 @@ def distributed_objects_in(gm: torch.fx.GraphModule) -> list[str]:
             value = getattr(gm, node.target, None)
             if _is_distributed(value):
                 found.append(f"get_attr {node.target}: {type(value).__name__}")
+        elif node.op in ("call_function", "call_method") and _is_distributed(node.meta.get("example_value")):
+            # e.g. ``getattr(dtensor, "device_mesh")``: a node whose value is a mesh
+            found.append(f"{node.op} {node.name} computes a {type(node.meta['example_value']).__name__}")
         leaves, _ = tree_flatten((node.args, node.kwargs))
         for leaf in leaves:
             if _is_distributed(leaf):

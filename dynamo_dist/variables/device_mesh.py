@@ -10,9 +10,24 @@ from .members import DEVICE_MESH_MEMBERS
 from .runtime_rank import runtime_coordinate, runtime_rank_in, tensor_in_graph
 
 
+def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
+    """Meshes tracked in the frame being traced, by identity of the real mesh."""
+    return tx.output.__dict__.setdefault("_dynamo_dist_meshes", {})
+
+
 class DeviceMeshVariable(DistObjectVariable):
     MEMBERS = DEVICE_MESH_MEMBERS
     LABEL = "DeviceMesh"
+
+    def __init__(self, value: Any, **kwargs: Any) -> None:
+        super().__init__(value, **kwargs)
+        if self.source is not None or self.rebuild is not None:
+            # A DTensor made in this frame reports its mesh as a bare object;
+            # this lets ``y.device_mesh`` be the tracker that knows how to
+            # reload or rebuild it (see dtensor.var_getattr).
+            tx = C.current_tx()
+            if tx is not None:
+                known_meshes(tx).setdefault(id(value), self)
 
     def mp_subscript_impl(self, tx: Any, key: C.VariableTracker) -> C.VariableTracker:
         # mesh["tp"], mesh["dp", "tp"], mesh[("dp", "tp")]: a tracked submesh

@@ -70,6 +70,38 @@ def _named(fn: Callable[..., Any], name: str, what: str) -> Callable[..., Any]:
     return fn
 
 
+# -- attributes of DTensors made in the frame ----------------------------------
+
+def var_getattr(tx: Any, self_vt: Any, name: str) -> C.VariableTracker | None:
+    """``y.placements`` / ``y.device_mesh`` for a DTensor computed in the frame
+    (no source): answered from its example value, which the graph's ops on
+    guarded inputs determine. None lets stock handle it (sourced DTensors'
+    attributes already reach our trackers through their source)."""
+    if name not in ("placements", "device_mesh") or self_vt.source is not None or not _is_dtensor_var(self_vt):
+        return None
+    example = self_vt.proxy.node.meta.get("example_value")
+    if example is None:
+        return None
+    if name == "placements":
+        from torch._dynamo.variables.lists import TupleVariable
+
+        from .registry import tracker_for
+
+        items = [tracker_for(p) for p in example.placements]
+        if any(i is None or i.rebuild is None and not _rebuilds_by_constructor(i) for i in items):
+            return None
+        return TupleVariable(items)
+    from .device_mesh import known_meshes
+
+    return known_meshes(tx).get(id(example.device_mesh))
+
+
+def _rebuilds_by_constructor(tracker: Any) -> bool:
+    from .placement import is_builtin_placement_type
+
+    return is_builtin_placement_type(type(tracker.value))
+
+
 # -- DTensor methods ----------------------------------------------------------
 
 def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker | None:
