@@ -433,6 +433,17 @@ def _dtensor_view_returned():
     return fn, [(_dtensor(),)]
 
 
+def _dtensor_mesh_other_groups():
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, m):
+        return DTensor.from_local(x, m["tp"], [Shard(0)]).redistribute(m["tp"], [Replicate()]).to_local()
+
+    # Two meshes of the same shape: each init_device_mesh makes new groups.
+    return fn, [(torch.ones(1, 2), _mesh2d()), (torch.ones(1, 2), _mesh2d())]
+
+
 def _strided_shard_redistribute():
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.placement_types import Replicate, _StridedShard
@@ -493,6 +504,7 @@ CASES: list[Case] = [
     Case("distribute_tensor inside", _distribute_inside, ("DTensor.distribute_tensor",)),
     Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),
     Case("_StridedShard -> Replicate", _strided_shard_redistribute),
+    Case("same-shape mesh, other groups (DTensor)", _dtensor_mesh_other_groups, recompile_calls=(1,)),
 ]
 
 
