@@ -102,6 +102,7 @@ class Recorder:
         self.notes: dict[str, dict[str, tuple[str, dict]]] = {}
         self._rows: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
+        self._world: tuple[int, int] | None = None  # (rank, size) seen while compiling
 
     # -- lifetime -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -159,6 +160,10 @@ class Recorder:
 
     def add_graph(self, gm: torch.fx.GraphModule) -> CapturedGraph | None:
         try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                self._world = (dist.get_rank(), dist.get_world_size())
             compile_id = _compile_id()
             nodes = list(gm.graph.nodes)
             output = next((n for n in reversed(nodes) if n.op == "output"), None)
@@ -212,6 +217,8 @@ class Recorder:
         report = ExplainReport(mode=mode, backend=self.lowering)
         if dist.is_available() and dist.is_initialized():
             report.rank, report.world_size = dist.get_rank(), dist.get_world_size()
+        elif self._world is not None:  # the program's world has ended since
+            report.rank, report.world_size = self._world
         elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a launcher's, after the script's world ended
             report.rank, report.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         for r in rows:
