@@ -9,10 +9,16 @@ from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_me
 
 
 def _snapshot():
+    from torch._dynamo.variables.tensor import TensorVariable
+    from torch._functorch._aot_autograd import runtime_wrappers
+
     return (
         VariableBuilder._wrap,
         SourcelessBuilder.__dict__["create"],
         dict(SourcelessBuilder._type_handlers),
+        TensorVariable.__dict__["call_method"],
+        TensorVariable.__dict__["var_getattr"],
+        runtime_wrappers.gen_alias_from_base,
     )
 
 
@@ -30,14 +36,16 @@ def test_install_is_idempotent_and_uninstall_restores_stock(world8):
     dynamo_dist.install()
     assert dynamo_dist.is_installed()
     during = compile_and_run(program, torch.ones(1), mesh)
+    patched = _snapshot()
+    assert all(p is not b and p != b for p, b in zip(patched, before)), "install left a hook point unpatched"
 
     dynamo_dist.uninstall()
     dynamo_dist.uninstall()
     assert not dynamo_dist.is_installed()
     after = compile_and_run(program, torch.ones(1), mesh)
 
-    wrap, create, table = _snapshot()
-    assert wrap is before[0] and create is before[1] and table == before[2]
+    after_hooks = _snapshot()
+    assert all(a is b or a == b for a, b in zip(after_hooks, before)), "a hook was not restored"
     for run in (stock, during, after):
         torch.testing.assert_close(run.compiled, run.eager)
     # Stock puts the mesh in the graph; the plugin does not; after uninstall
