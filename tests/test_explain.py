@@ -111,6 +111,20 @@ def test_placement_change_in_user_terms():
     assert "p.dim == 0" in first.guard  # Dynamo's own text is kept alongside
 
 
+def test_recompile_limit_is_reported_at_the_function():
+    x = torch.zeros(1)
+    with torch._dynamo.config.patch(recompile_limit=2):
+        report = recompiles(placement_fn, [(x, Shard(d)) for d in range(4)])
+    assert [r.reason for r in report.recompiles] == [
+        "`p` changed from Shard(dim=0) to Shard(dim=1)",
+        "`p` is no longer Shard(dim=1)",  # the third compile never traced: no new value to show
+    ]
+    [brk] = report.breaks
+    assert (brk.gb_type, brk.file, brk.line) == ("Dynamo recompile limit exceeded", __file__,
+                                                 line_of(placement_fn, "def placement_fn"))
+    assert brk.effect.startswith("no more recompiles") and brk.compile_ids == ["0/2"]
+
+
 def test_other_process_group_in_user_terms():
     mesh = make_mesh((2, 4), ("dp", "tp"))
     dp, tp = mesh.get_group("dp"), mesh.get_group("tp")

@@ -133,16 +133,21 @@ def parse_log(text: str, compile_id: str, memo: dict) -> GraphBreak | None:
 
 def from_failure(fail_reason: str, file: str | None, line: int | None, function: str,
                  compile_id: str) -> GraphBreak:
-    """A break that failed the compile instead of being logged
-    (``fullgraph=True``): Dynamo raised it to the caller."""
+    """A break that failed the whole compile instead of being logged:
+    Dynamo raised it to the caller (``fullgraph=True``) or ran the frame
+    eagerly (e.g. the recompile limit)."""
     gb_type, explanation, hints, context = parse_message(fail_reason)
+    if "recompile limit" in gb_type:
+        effect = "no more recompiles: the function runs eagerly for inputs no cached graph accepts"
+    else:
+        effect = "frame not compiled: an error for the caller under fullgraph=True, else it ran eagerly"
     file = file or "?"
     line = line or 0
     return GraphBreak(
         file=file, line=line, function=user_function(function), gb_type=gb_type,
         explanation=explanation, hints=hints, context=textwrap.shorten(context, 300) if context else "",
         origin="dynamo_dist" if gb_type.startswith("dynamo_dist:") else "stock Dynamo",
-        effect="compile error raised to the caller (fullgraph=True)",
+        effect=effect,
         code=linecache.getline(file, line).strip() if line else "", compile_ids=[compile_id],
     )
 

@@ -208,9 +208,12 @@ class Recorder:
     def report(self, mode: str) -> ExplainReport:
         import torch.distributed as dist
 
-        rows = [r for r in self._rows if r.co_name is not None and r.is_forward is not False]
-        frames = {str(r.compile_id): (B.user_function(r.co_name), r.co_filename, r.co_firstlineno or 0)
-                  for r in rows}
+        rows = [r for r in self._rows if r.compile_id is not None and r.is_forward is not False]
+        # A compile that failed early has no code name: take its frame's (compile id "frame/attempt").
+        by_frame = {str(r.compile_id).split("/")[0]: (B.user_function(r.co_name), r.co_filename,
+                                                      r.co_firstlineno or 0)
+                    for r in rows if r.co_name is not None}
+        frames = {str(r.compile_id): by_frame.get(str(r.compile_id).split("/")[0], ("?", "?", 0)) for r in rows}
         memo: dict = {}
         found = [b for cid, text in self._logs if (b := B.parse_log(text, cid, memo)) is not None]
         logged = {c for b in found for c in b.compile_ids}
@@ -229,8 +232,9 @@ class Recorder:
             if r.fail_type is None:
                 continue
             if r.fail_type == "Unsupported" and cid not in logged:
-                found.append(B.from_failure(r.fail_reason or "", r.fail_user_frame_filename,
-                                            r.fail_user_frame_lineno, fn, cid))
+                at = (r.fail_user_frame_filename, r.fail_user_frame_lineno) if r.fail_user_frame_filename \
+                    else (file, line)
+                found.append(B.from_failure(r.fail_reason or "", *at, fn, cid))
             elif r.fail_type != "Unsupported":
                 first = (r.fail_reason or "").strip().splitlines()
                 report.failures.append(CompileFailure(cid, fn, file, line,

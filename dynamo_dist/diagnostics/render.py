@@ -18,7 +18,7 @@ def table_rows(headers: list[str], rows: list[list[Any]], indent: str = "  ") ->
 
     def line(row: list[str]) -> list[str]:
         lead = indent + "".join(c.ljust(w) + "  " for c, w in zip(row[:-1], widths[:-1]))
-        last = textwrap.wrap(row[-1], widths[-1]) or [""]
+        last = textwrap.wrap(row[-1], widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
         return [(lead + last[0]).rstrip()] + [(" " * len(lead) + more).rstrip() for more in last[1:]]
 
     head = line(list(headers)) + [indent + "  ".join("-" * w for w in widths)]
@@ -31,8 +31,8 @@ def table(headers: list[str], rows: list[list[Any]], indent: str = "  ") -> list
 
 
 def _detail(label: str, text: str, indent: str = "       ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=f"{indent}{label}: ",
-                         subsequent_indent=indent + " " * (len(label) + 2)) if text else []
+    return textwrap.wrap(text, WIDTH, initial_indent=f"{indent}{label}: ", break_long_words=False,
+                         break_on_hyphens=False, subsequent_indent=indent + " " * (len(label) + 2)) if text else []
 
 
 def _where(file: str, line: int) -> str:
