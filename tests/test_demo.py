@@ -32,8 +32,9 @@ def test_local_world_trains_and_matches_eager():
              if line.startswith(("graph breaks", "recompiles"))}
     assert table == {"graph breaks": ["0", "0"], "recompiles (steps 2+)": ["0", "0"]}
     # The transformer's Rowwise outputs (forward) and Colwise input grads (backward) on the tp group.
-    assert "forward  graph 0: all_reduce[tp group '0'] x2, wait_tensor x2" in out
-    assert "backward graph 0: all_reduce[tp group '0'] x4, wait_tensor x4" in out
+    assert "forward  graph 0: all_reduce[tp group '0'] x2; 2 wait_tensor" in out
+    assert "backward graph 0: all_reduce[tp group '0'] x4; 4 wait_tensor" in out
+    assert "(the two eager runs agree on every rank: yes)" in out
     for rank in (0, 1):
         assert f"rank {rank}: dynamo_dist: match" in out
     assert "Result: OK" in out

@@ -70,3 +70,26 @@ def test_2d_collectives_name_each_dims_group(world_results):
                                            "wait_tensor", "wait_tensor"])
     model = results[Check("model", "transformer", "2d", "aot_eager").id]
     assert {c for g in model.forward + model.backward for c in g if c != "wait_tensor"} == {f"all_reduce[{tp}]"}
+
+
+def test_collective_check_flags_wrong_group_and_missing_wait():
+    """The graph check itself (no world): a collective on the wrong mesh
+    dim's group, or one nobody waits on, is a problem."""
+    from types import SimpleNamespace
+
+    from dynamo_dist.testing.capture import Collective
+    from dynamo_dist.testing.numerics import AG, AR, _check_collectives
+
+    result = CheckResult(Check("program", "p", "2d", "aot_eager"), 0, groups={"dp": "1", "tp": "3"})
+    capture = SimpleNamespace(
+        forward_collectives=[[Collective(AR, "3", True), Collective("wait_tensor", None)]],
+        backward_collectives=[[Collective(AG, "1", False)]])
+    _check_collectives(result, capture, (((AR, "dp"),), ((AG, "dp"),)))
+    assert len(result.problems) == 2, result.problems
+    assert "forward collectives [('all_reduce', '3')] != expected [('all_reduce', '1')]" in result.problems[0]
+    assert "backward collectives without wait_tensor: ['all_gather_into_tensor[1]']" in result.problems[1]
+    ok = CheckResult(Check("program", "p", "2d", "aot_eager"), 0, groups={"dp": "1", "tp": "3"})
+    _check_collectives(ok, capture, (((AR, "tp"),), ()))
+    assert ok.problems == ["backward collectives [('all_gather_into_tensor', '1')] != expected [] "
+                           "(groups: {'dp': '1', 'tp': '3'})",
+                           "backward collectives without wait_tensor: ['all_gather_into_tensor[1]']"]

@@ -86,16 +86,20 @@ def _progress(rank: int):
 
 
 def run_rank(options: DemoOptions) -> tuple[int, str | None]:
-    """The demo on this rank of the initialised world: train eagerly, compiled
-    with the plugin and compiled with stock torch; gather every rank's
-    summary on every rank. Returns ``(exit status, report)`` (the report on
-    rank 0 only)."""
+    """The demo on this rank of the initialised world; every rank's summary is
+    gathered on every rank. Returns ``(exit status, report)`` (the report on
+    rank 0 only).
+
+    An unmeasured warm-up compile comes first (one-time costs would otherwise
+    fall on whichever compiled run goes first). Then two phases, each
+    stepping an eager trainer and a compiled one in turn: with the plugin
+    installed, then (unless ``stock=False``) with stock torch."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     import dynamo_dist
-    from dynamo_dist.testing.training import compare, train
+    from dynamo_dist.testing.training import Trainer, compare, train_interleaved
 
     rank, world = dist.get_rank(), dist.get_world_size()
     say = _progress(rank)
@@ -104,23 +108,33 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     if device.type == "cpu":  # ranks on one machine share its cores
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+    if options.backend == "inductor":  # a cache hit would make the second compile look cheap
+        torch._inductor.config.fx_graph_cache = False
     mesh = init_device_mesh(options.device_type, (world,), mesh_dim_names=("tp",))
     summary = RankSummary(rank, groups={mesh.get_group("tp").group_name: "tp"},
                           threads=torch.get_num_threads(), cpus=os.cpu_count() or 1)
-    common = dict(device=device, progress=say)
     say(f"world of {world} ranks ({dist.get_backend()}, {device.type}), mesh tp={world}; "
         f"{options.model} ({_describe(options.config)}), {options.steps} steps")
-    runs = [train(options.model, options.config, mesh, options.steps, label="eager", **common)]
+
+    def trainer(backend: str | None, label: str) -> Trainer:
+        return Trainer(options.model, options.config, mesh, backend=backend, device=device, label=label)
+
     was_installed = dynamo_dist.is_installed()
+    dynamo_dist.uninstall()
+    say("warm-up compile (aot_eager, stock; not measured) ...")
+    warm = trainer("aot_eager", "warm-up")
+    warm.step(0)
+    torch._dynamo.reset()
     dynamo_dist.install()
     try:
-        runs.append(train(options.model, options.config, mesh, options.steps, backend=options.backend,
-                          label="dynamo_dist", **common))
+        runs = train_interleaved([trainer(None, "eager"), trainer(options.backend, "dynamo_dist")],
+                                 options.steps, say)
     finally:
         dynamo_dist.uninstall()
     if options.stock:
-        runs.append(train(options.model, options.config, mesh, options.steps, backend=options.backend,
-                          label="stock", **common))
+        runs += train_interleaved([trainer(None, "eager (stock phase)"), trainer(options.backend, "stock")],
+                                  options.steps, say)
+        torch._dynamo.reset()
     if was_installed:
         dynamo_dist.install()
     eager = runs[0]
@@ -140,16 +154,23 @@ def _median_after_warmup(ms: list[float]) -> float:
     return statistics.median(timed) if timed else float("nan")
 
 
-def _count(collectives: list[str], groups: dict[str, str]) -> str:
+def _collectives_line(collectives: list[str], groups: dict[str, str]) -> str:
+    """``all_gather_into_tensor[tp group '0'], reduce_scatter_tensor[...]; 2 wait_tensor``:
+    the collectives in graph order (consecutive repeats counted), then the waits."""
+    names = [c for c in collectives if c != "wait_tensor"]
+    waits = len(collectives) - len(names)
     if not collectives:
         return "(none)"
-    counts: dict[str, int] = {}
-    for c in collectives:
-        name = c
+    runs: list[list[Any]] = []
+    for name in names:
         for group, dim in groups.items():
             name = name.replace(f"[{group}]", f"[{dim} group '{group}']")
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
+        if runs and runs[-1][0] == name:
+            runs[-1][1] += 1
+        else:
+            runs.append([name, 1])
+    text = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in runs)
+    return f"{text}; {waits} wait_tensor"
 
 
 def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, dist_backend: str,
@@ -184,7 +205,7 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
                    f"{'the same on every rank' if same else 'DIFFERENT across ranks'}):")
         for phase, graphs in (("forward", run.forward), ("backward", run.backward)):
             for i, graph in enumerate(graphs):
-                out.append(f"  {phase:8} graph {i}: {_count(graph, first.groups)}")
+                out.append(f"  {phase:8} graph {i}: {_collectives_line(graph, first.groups)}")
         if not run.forward and not run.backward:
             out.append("  (no graph captured)")
     out.append("")
@@ -203,23 +224,32 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
                 status = 1
             cells.append(f"{label}: {verdict} (max |loss diff| {loss_diff:.2g}, max |grad diff| {grad_diff:.2g})")
         out.append(f"  rank {r.rank}: " + "; ".join(cells))
+    if "eager (stock phase)" in first.matches:
+        same = all(r.matches["eager (stock phase)"][0] for r in ranks)
+        out.append(f"  (the two eager runs agree on every rank: {'yes' if same else 'NO'})")
+        status = status if same else 1
     for label in labels:
         run = first.runs[label]
         if run.error is not None:
             out.append(f"\n{label} run failed on rank 0:\n{run.error}")
     out.append("")
-    out.append(f"Step time, ms (median of steps 2-{options.steps}; forward + backward + optimizer step; "
-               f"{first.threads} thread(s) per rank, {first.cpus} CPUs on rank 0's machine: noisy when ranks share "
-               f"few cores):")
-    out.append(f"  {'rank':>4}  {'eager':>9}" + "".join(f"  {label:>12}" for label in labels)
-               + "  first step (compile)")
+    pairs = [(e, c) for e, c in (("eager", "dynamo_dist"), ("eager (stock phase)", "stock")) if c in labels]
+    out.append(f"Step time, ms: median of steps 2-{options.steps} (forward + backward + optimizer step); each "
+               f"compiled run is stepped in turn with an eager one, speedup = eager / compiled. "
+               f"{first.threads} thread(s) per rank, {first.cpus} CPUs on rank 0's machine: noisy when ranks "
+               f"share a few cores.")
+    head = f"  {'rank':>4}"
+    for _, label in pairs:
+        head += f"  {'eager':>8}  {label:>11}  {'speedup':>7}"
+    out.append(head + "   first step, incl. compile")
     for r in ranks:
-        cells = [_median_after_warmup(r.runs["eager"].step_ms)] + \
-            [_median_after_warmup(r.runs[label].step_ms) for label in labels]
+        line = f"  {r.rank:>4}"
+        for eager_label, label in pairs:
+            e, c = _median_after_warmup(r.runs[eager_label].step_ms), _median_after_warmup(r.runs[label].step_ms)
+            line += f"  {e:>8.1f}  {c:>11.1f}  {e / c if c == c and c > 0 else float('nan'):>6.2f}x"
         first_steps = ", ".join(f"{label} {r.runs[label].step_ms[0] / 1000:.1f} s"
-                                for label in labels if r.runs[label].step_ms)
-        out.append(f"  {r.rank:>4}  {cells[0]:>9.2f}" + "".join(f"  {c:>12.2f}" for c in cells[1:])
-                   + f"  {first_steps}")
+                                for _, label in pairs if r.runs[label].step_ms)
+        out.append(line + f"   {first_steps}")
     out.append("")
     out.append("Result: " + ("OK: every compiled run matches eager on every rank" if status == 0
                              else "MISMATCH (exit status 1)"))
