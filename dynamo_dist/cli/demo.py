@@ -90,8 +90,9 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     gathered on every rank. Returns ``(exit status, report)`` (the report on
     rank 0 only).
 
-    An unmeasured warm-up compile comes first (one-time costs would otherwise
-    fall on whichever compiled run goes first). Then two phases, each
+    An unmeasured warm-up compile with the same backend comes first (one-time
+    costs, such as inductor building its C++ kernels, would otherwise fall on
+    whichever compiled run goes first). Then two phases, each
     stepping an eager trainer and a compiled one in turn: with the plugin
     installed, then (unless ``stock=False``) with stock torch."""
     import torch
@@ -121,8 +122,8 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
 
     was_installed = dynamo_dist.is_installed()
     dynamo_dist.uninstall()
-    say("warm-up compile (aot_eager, stock; not measured) ...")
-    warm = trainer("aot_eager", "warm-up")
+    say(f"warm-up compile ({options.backend}, stock; not measured) ...")
+    warm = trainer(options.backend, "warm-up")
     warm.step(0)
     torch._dynamo.reset()
     dynamo_dist.install()
