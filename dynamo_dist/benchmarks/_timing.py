@@ -18,6 +18,11 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
 STOCK, PLUGIN = "stock", "plugin"
 
 
@@ -58,15 +63,28 @@ class Comparison:
 def compare(
     sides: Sequence[str],
     repeats: int,
-    sample: Callable[[str], float],
+    sample: Callable[[str], dict[str, float]],
     progress: Callable[[str], None] = lambda _: None,
-) -> Comparison:
-    """``sample(side)`` for each side, ``repeats`` rounds, alternating."""
-    result = Comparison()
+) -> dict[str, Comparison]:
+    """``sample(side)`` (one figure per metric, e.g. wall and CPU seconds)
+    for each side, ``repeats`` rounds, alternating; a Comparison per metric."""
+    result: dict[str, Comparison] = {}
     for r, side in rounds(sides, repeats):
         progress(f"{side} {r + 1}/{repeats}")
-        result.add(side, sample(side))
+        for metric, value in sample(side).items():
+            result.setdefault(metric, Comparison()).add(side, value)
     return result
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children (a compiler run
+    by inductor). Unlike wall time it does not count the time other
+    processes on a busy machine take the cores away."""
+    children = 0.0
+    if resource is not None:  # os.times() would tick in 10 ms steps
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        children = usage.ru_utime + usage.ru_stime
+    return time.process_time() + children
 
 
 @contextlib.contextmanager
@@ -82,13 +100,16 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def time_calls(fn: Callable[..., Any], args: tuple, calls: int) -> float:
-    """Seconds for ``calls`` calls of ``fn(*args)`` (loop overhead included:
-    it is the same for every side it is compared with)."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    return time.perf_counter() - start
+def time_calls(fn: Callable[..., Any], argsets: Sequence[tuple], calls: int,
+               clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds on ``clock`` for ``calls`` calls of ``fn``, with the argument
+    tuples of ``argsets`` in turn (loop overhead included: it is the same for
+    every side it is compared with)."""
+    n = len(argsets)
+    start = clock()
+    for i in range(calls):
+        fn(*argsets[i % n])
+    return clock() - start
 
 
 # ---------------------------------------------------------------------------
@@ -176,7 +197,15 @@ class Recorder:
 
 
 # ---------------------------------------------------------------------------
-# Progress: plain lines on stderr.
+# Tasks and progress: plain lines on stderr.
+
+
+@dataclass
+class Task:
+    """One line of the progress display: ``run(progress)`` returns a row."""
+
+    label: str
+    run: Callable[[Callable[[str], None]], dict[str, Any]]
 
 
 class Progress:

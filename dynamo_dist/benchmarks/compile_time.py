@@ -8,7 +8,9 @@
 
 One sample is one cold compile: Dynamo is reset, then the first call of a
 freshly compiled function is timed (trace + compile + one run; the run is
-negligible next to compiling). Inductor's FX-graph and AOT-autograd caches
+negligible next to compiling), in wall time and in CPU time (this process
+and the compiler processes it waits for; on a busy machine the CPU ratio is
+the steadier one). Inductor's FX-graph and AOT-autograd caches
 are switched off so every sample really compiles; its on-disk kernel cache
 stays on (both sides generate the same kernels, and one warm-up compile per
 side fills it before sampling starts).
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
 
 from . import _timing as T
+from ._models import model_config, train_step
+from ._timing import Task
 
 WORLD = (8, 3)  # fake world: 8 ranks, seen from rank 3
 
@@ -100,34 +103,30 @@ def no_compile_caches() -> Iterator[None]:
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
-    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
+    # One compile thread: the compile's CPU time stays in this process (and
+    # the compiler processes it waits for), where cpu_seconds() sees it.
+    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False, compile_threads=1), \
             functorch_config.patch(enable_autograd_cache=False):
         yield
 
 
-def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> float:
+def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> dict[str, float]:
     """Reset Dynamo, compile ``fn`` under ``side`` and time its first call
-    (and the first backward, when it returns a loss)."""
+    (and the first backward, when it returns a loss): wall and CPU seconds."""
     import torch._dynamo
 
     T.use(side)
     torch._dynamo.reset()
     counter = T.FrameCounter(backend)
     compiled = torch.compile(fn, backend=counter, fullgraph=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), T.cpu_seconds()
     out = compiled(*args)
     if isinstance(out, torch.Tensor) and out.requires_grad:
         out.backward()  # the backward graph compiles on its first call
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, T.cpu_seconds() - cpu
     if counter.frame_count != 1:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)}: expected 1 compiled frame, got {counter.frame_count}")
-    return seconds
-
-
-@dataclass
-class Task:
-    label: str
-    run: Callable[[Callable[[str], None]], dict[str, Any]]
+    return {"wall": seconds, "cpu": cpu}
 
 
 def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tuple[Callable[..., Any], tuple]],
@@ -142,22 +141,18 @@ def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tup
         result = T.compare((T.STOCK, T.PLUGIN), repeats,
                            lambda side: cold_compile_seconds(side, fn, args, backend), progress)
         T.use(T.STOCK)
+    wall, cpu = result["wall"], result["cpu"]
     return {"name": name, "kind": kind, "backend": backend, "repeats": repeats,
-            **result.as_dict("s"), "ratio": result.ratio(T.PLUGIN, T.STOCK)}
-
-
-def train_step(model, x):
-    """What the benchmarks compile for a model: the forward and the loss (the
-    backward runs outside, compiled by the backend on its first call)."""
-    return model(x).sum()
+            **wall.as_dict("s"), "ratio": wall.ratio(T.PLUGIN, T.STOCK),
+            "cpu": cpu.as_dict("s"), "cpu_ratio": cpu.ratio(T.PLUGIN, T.STOCK)}
 
 
 def _model_case(name: str, size: str) -> tuple[Callable[..., Any], tuple]:
     from ..testing import make_mesh
-    from ..testing.models import SIZES, build_model, local_input, make_input
+    from ..testing.models import build_model, local_input, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
-    config = SIZES[size]
+    config = model_config(size)
     model = build_model(name, config, mesh=mesh["tp"])
     x = local_input(name, make_input(config), mesh["tp"])
     return train_step, (model, x)
@@ -175,7 +170,7 @@ def tasks(cfg: Any) -> list[Task]:
     for model in cfg.models:
         for backend in cfg.backends:
             def run(progress, model=model, backend=backend):
-                return _compare_compiles(model, "model", backend, lambda: _model_case(model, cfg.size),
+                return _compare_compiles(model, "model", backend, lambda: _model_case(model, cfg.compile_size),
                                          cfg.model_compile_repeats, progress)
 
             out.append(Task(f"compile_time {model} {backend}", run))

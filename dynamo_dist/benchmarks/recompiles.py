@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from . import _timing as T
-from .compile_time import Task
+from ._timing import Task
 
 WORLD = (8, 3)
 

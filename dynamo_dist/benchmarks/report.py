@@ -25,15 +25,17 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def compile_table(rows: list[dict[str, Any]]) -> str:
     return _table(
-        ["function / model", "backend", "stock (s)", "plugin (s)", "plugin / stock", "rounds"],
+        ["function / model", "backend", "stock (s)", "plugin (s)", "plugin / stock", "CPU: stock (s)",
+         "CPU: plugin (s)", "CPU: plugin / stock", "rounds"],
         [[r["name"], r["backend"], _f(r.get("stock_s"), 3), _f(r.get("plugin_s"), 3), _f(r["ratio"]),
+          _f(r["cpu"].get("stock_s"), 3), _f(r["cpu"].get("plugin_s"), 3), _f(r["cpu_ratio"]),
           str(r["repeats"])] for r in rows],
     )
 
 
 def guard_table(rows: list[dict[str, Any]]) -> str:
     return _table(
-        ["compiled function", "stock overhead (us)", "plugin overhead (us)", "plugin / stock",
+        ["compiled function (CPU time)", "stock overhead (us)", "plugin overhead (us)", "plugin / stock",
          "stock call (us)", "plugin call (us)", "stock bare graph (us)", "plugin bare graph (us)", "calls x rounds"],
         [[r["name"], _f(r["overhead_us"]["stock"], 1), _f(r["overhead_us"]["plugin"], 1), _f(r["overhead_ratio"]),
           _f(r["full_us"]["stock"], 1), _f(r["full_us"]["plugin"], 1), _f(r["bare_us"]["stock"], 1),
@@ -67,14 +69,17 @@ def step_table(rows: list[dict[str, Any]]) -> str:
             continue
         for backend in r["backends"]:
             ms, ratio = r["ms"], r["ratio_to_handwritten"][backend]
+            cpu = r["cpu_ratio_to_handwritten"][backend]
             out.append([
                 r["model"], f"{r['comm']} x{r['world']}", backend,
                 _f(ms["eager"]), _f(ms[f"stock {backend}"]), _f(ms[f"plugin {backend}"]),
                 _f(ms[f"handwritten {backend}"]),
                 _f(ratio["eager"]), _f(ratio["stock"]), _f(ratio["plugin"]),
+                f"{_f(cpu['eager'])} / {_f(cpu['stock'])} / {_f(cpu['plugin'])}",
             ])
     table = _table(["model", "world", "backend", "eager DTensor (ms)", "stock (ms)", "plugin (ms)",
-                    "hand-written (ms)", "eager / hw", "stock / hw", "plugin / hw"], out) if out else ""
+                    "hand-written (ms)", "eager / hw", "stock / hw", "plugin / hw",
+                    "CPU: eager / stock / plugin over hw"], out) if out else ""
     return "\n\n".join(part for part in (table, "\n".join(sorted(set(skipped)))) if part)
 
 

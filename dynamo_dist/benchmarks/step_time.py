@@ -14,7 +14,8 @@ world (gloo on CPU, 2 and 4 ranks; NCCL on GPUs when there are at least 2):
 A step is forward, ``sum()`` loss, backward and clearing the gradients. Every
 rank runs the same schedule (compile each variant once, then alternating
 rounds, each timing ``steps`` steps after a barrier); a sample is the slowest
-rank's time per step. Figures are medians; ratios are to ``handwritten``,
+rank's time per step, in wall time (the figure) and in CPU time (steadier on a
+busy machine, but blind to time spent waiting for other ranks). Figures are medians; ratios are to ``handwritten``,
 taken per round. Before timing, the hand-written model is checked against the
 DTensor model (loss and every local gradient, eager), and every compiled
 variant's loss against eager.
@@ -31,7 +32,8 @@ from typing import Any, Callable
 import torch
 
 from . import _timing as T
-from .compile_time import Task, train_step
+from ._models import model_config, train_step
+from ._timing import Task
 
 EAGER, HANDWRITTEN = "eager", "handwritten"
 
@@ -50,14 +52,14 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from ..testing.models import SIZES, build_model, local_input, make_input
+    from ..testing.models import build_model, local_input, make_input
     from .handwritten import check_matches, from_dtensor_model
 
     torch.set_num_threads(1)  # ranks share the machine's cores
     if device == "cuda":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
     mesh = init_device_mesh(device, (dist.get_world_size(),), mesh_dim_names=("tp",))
-    config = SIZES[size]
+    config = model_config(size)
     model = build_model(name, config, mesh=mesh, device=device)
     local = from_dtensor_model(name, model, mesh)
     x = local_input(name, make_input(config, device=device), mesh)
@@ -83,18 +85,19 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
     T.switch_keeping_caches(T.STOCK)
     frames = [c.frame_count for c in counters]
 
-    samples: dict[str, list[float]] = {}
+    samples: dict[str, dict[str, list[float]]] = {"wall": {}, "cpu": {}}
     for r, label in T.rounds(list(variants), repeats):
         if progress_prefix and dist.get_rank() == 0:
             print(f"{progress_prefix} {label} {r + 1}/{repeats}", file=sys.stderr, flush=True)
         dist.barrier()
         with T.no_gc():
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 variants[label]()
             if device == "cuda":
                 torch.cuda.synchronize()
-            samples.setdefault(label, []).append((time.perf_counter() - start) / steps)
+            samples["wall"].setdefault(label, []).append((time.perf_counter() - start) / steps)
+            samples["cpu"].setdefault(label, []).append((time.process_time() - cpu) / steps)
     if [c.frame_count for c in counters] != frames or any(f != 1 for f in frames):
         raise RuntimeError(f"recompiled while timing: frames {frames} -> {[c.frame_count for c in counters]}")
     return samples
@@ -152,7 +155,7 @@ def nccl_skip_reason(world_size: int) -> str | None:
 def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str], None]) -> dict[str, Any]:
     from ..testing import run_in_gloo_world
 
-    row: dict[str, Any] = {"model": name, "world": world, "comm": comm, "size": cfg.size, "steps": cfg.step_steps,
+    row: dict[str, Any] = {"model": name, "world": world, "comm": comm, "size": cfg.step_size, "steps": cfg.step_steps,
                            "repeats": cfg.step_repeats, "backends": list(cfg.step_backends)}
     if comm == "nccl":
         reason = nccl_skip_reason(world)
@@ -163,21 +166,22 @@ def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str]
              f"{cfg.step_repeats} rounds of {cfg.step_steps} steps")
     run = run_in_gloo_world if comm == "gloo" else run_in_nccl_world
     prefix = "" if getattr(progress, "quiet", False) else getattr(progress, "prefix", lambda: "")()
-    per_rank = run(rank_main, world, name, cfg.size, list(cfg.step_backends), cfg.step_repeats, cfg.step_steps,
+    per_rank = run(rank_main, world, name, cfg.step_size, list(cfg.step_backends), cfg.step_repeats, cfg.step_steps,
                    "cpu" if comm == "gloo" else "cuda", prefix, timeout=cfg.step_timeout)
     # A sample is the slowest rank's: the step is done when every rank is.
-    slowest = {label: [max(r[label][i] for r in per_rank) for i in range(len(per_rank[0][label]))]
-               for label in per_rank[0]}
-    times = T.Comparison(slowest)
-    row["ms"] = {label: times.median(label) * 1e3 for label in slowest}
-    row["ratio_to_handwritten"] = {}
-    for backend in cfg.step_backends:
-        base = f"{HANDWRITTEN} {backend}"
-        row["ratio_to_handwritten"][backend] = {
-            side: times.ratio(f"{side} {backend}" if side != EAGER else EAGER, base)
-            for side in (EAGER, T.STOCK, T.PLUGIN, HANDWRITTEN)
+    for metric in ("wall", "cpu"):
+        per_label = per_rank[0][metric]
+        slowest = {label: [max(r[metric][label][i] for r in per_rank) for i in range(len(per_label[label]))]
+                   for label in per_label}
+        times = T.Comparison(slowest)
+        key = "" if metric == "wall" else "cpu_"
+        row[f"{key}ms"] = {label: times.median(label) * 1e3 for label in slowest}
+        row[f"{key}ratio_to_handwritten"] = {
+            backend: {side: times.ratio(f"{side} {backend}" if side != EAGER else EAGER, f"{HANDWRITTEN} {backend}")
+                      for side in (EAGER, T.STOCK, T.PLUGIN, HANDWRITTEN)}
+            for backend in cfg.step_backends
         }
-    row["samples_ms"] = {label: [v * 1e3 for v in vs] for label, vs in slowest.items()}
+        row[f"{key}samples_ms"] = {label: [v * 1e3 for v in vs] for label, vs in slowest.items()}
     return row
 
 

@@ -24,7 +24,8 @@ class Config:
     smoke test (tiny sizes, few repetitions, no inductor, 2-rank world)."""
 
     quick: bool
-    size: str  # a key of dynamo_dist.testing.models.SIZES
+    compile_size: str  # model size (_models.model_config) for the compile-time benchmark
+    step_size: str  # ... and for the step time
     models: tuple[str, ...]
     compile_repeats: int  # rounds of cold compiles per query function
     model_compile_repeats: int  # rounds per (model, backend)
@@ -39,13 +40,14 @@ class Config:
     step_timeout: float  # seconds a spawned world may take
 
 
-FULL = Config(quick=False, size="medium", models=("mlp", "transformer"), compile_repeats=9,
-              model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"), guard_calls=20_000,
-              guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4), step_backends=("aot_eager", "inductor"),
-              step_repeats=7, step_steps=20, step_timeout=1800)
-QUICK = Config(quick=True, size="tiny", models=("mlp",), compile_repeats=2, model_compile_repeats=2,
-               backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3, worlds=(2,), nccl_worlds=(2,),
-               step_backends=("aot_eager",), step_repeats=3, step_steps=5, step_timeout=300)
+FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
+              compile_repeats=9, model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"),
+              guard_calls=20_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4),
+              step_backends=("aot_eager", "inductor"), step_repeats=7, step_steps=20, step_timeout=1800)
+QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
+               model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
+               worlds=(2,), nccl_worlds=(2,), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
+               step_timeout=300)
 
 
 def machine() -> dict[str, Any]:
@@ -74,6 +76,8 @@ def machine() -> dict[str, Any]:
 
 def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
     """Run the chosen sections; the JSON-ready result."""
+    import torch
+
     import dynamo_dist
 
     tasks = [(section, task) for section in sections for task in MODULES[section].tasks(cfg)]
@@ -88,12 +92,16 @@ def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", qu
         },
         **{section: [] for section in sections},
     }
-    was_installed = dynamo_dist.is_installed()
+    was_installed, threads = dynamo_dist.is_installed(), torch.get_num_threads()
+    # One intra-op thread, as each rank of the step-time worlds: CPU time then
+    # measures this process's work, not idle worker threads spinning.
+    torch.set_num_threads(1)
     try:
         for section, task in tasks:
             progress.task(task.label)
             result[section].append(task.run(progress))
     finally:
+        torch.set_num_threads(threads)
         (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
     if hasattr(os, "getloadavg"):
         result["meta"]["machine"]["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
