@@ -15,9 +15,13 @@ from ._lambda import install_predicate
 from ._notes import note
 
 
-def mesh_fingerprint(mesh: Any) -> tuple:
-    """Everything a folded mesh answer can depend on."""
-    coordinate = None if C.compile_on_one_rank() else mesh.get_coordinate()
+def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> tuple:
+    """Everything a folded mesh answer can depend on. This rank's coordinate
+    counts unless rank answers are runtime ops (``compile_on_one_rank``);
+    ``with_coordinate`` decides it without reading that config."""
+    if with_coordinate is None:
+        with_coordinate = not C.compile_on_one_rank()
+    coordinate = mesh.get_coordinate() if with_coordinate else None
     return (
         type(mesh),
         mesh.device_type,
@@ -39,14 +43,17 @@ def describe_mesh(mesh: Any) -> str:
 
 def install_mesh_guard(source: Any, mesh: Any) -> None:
     def make_check(mesh_now: Any):
-        expected = mesh_fingerprint(mesh_now)
+        # Decided once, as the graph was: reading the config on every call
+        # cost more than the rest of the fingerprint (~2.5 us).
+        with_coordinate = not C.compile_on_one_rank()
+        expected = mesh_fingerprint(mesh_now, with_coordinate)
         same = weakref.ref(mesh_now)
         mesh_type = type(mesh_now)
 
         def check(m: Any) -> bool:
             # `is` first: the common case (same mesh object every step) costs
             # one comparison; a rebuilt-but-equal mesh pays for the fingerprint.
-            return m is same() or (type(m) is mesh_type and mesh_fingerprint(m) == expected)
+            return m is same() or (type(m) is mesh_type and mesh_fingerprint(m, with_coordinate) == expected)
 
         return check
 
