@@ -215,7 +215,7 @@ class Recorder:
                     for r in rows if r.co_name is not None}
         frames = {str(r.compile_id): by_frame.get(str(r.compile_id).split("/")[0], ("?", "?", 0)) for r in rows}
         memo: dict = {}
-        found = [b for cid, text in self._logs if (b := B.parse_log(text, cid, memo)) is not None]
+        found = [b for cid, text in self._logs if (b := _safely(B.parse_log, text, cid, memo)) is not None]
         logged = {c for b in found for c in b.compile_ids}
         report = ExplainReport(mode=mode, backend=self.lowering)
         if dist.is_available() and dist.is_initialized():
@@ -251,6 +251,15 @@ class Recorder:
         from .guard_terms import clean_guard, explain_failure
 
         previous, guard = clean_guard(reason)
-        terms = explain_failure(guard, self.notes.get(previous, {}), self.notes.get(cid, {}))
+        terms = _safely(explain_failure, guard, self.notes.get(previous, {}), self.notes.get(cid, {}))
         return Recompile(function=fn, file=file, line=line, compile_id=cid, previous=previous,
                          reason=terms or guard, guard=guard)
+
+
+def _safely(fn: Callable[..., Any], *args: Any) -> Any:
+    """Text the report cannot read is left out (or shown raw), never an error
+    in the user's program."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
