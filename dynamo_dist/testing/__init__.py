@@ -8,6 +8,11 @@ Importable without pytest:
 - ``run_in_gloo_world(fn, n)``: ``fn`` on every rank of a real gloo world.
 - ``compile_and_run(fn, *args, fullgraph=True)``: compiled result, eager
   result, captured graphs and frame count, side by side.
+- ``dynamo_dist.testing.models``: seeded tensor-parallel models (``MLP``,
+  ``SequenceParallelBlock``, ``TransformerBlock``), their ``parallelize_*``
+  functions and sizes; ``numerics``: the multi-rank compiled-vs-eager checks;
+  ``capture.CaptureBackend``: a backend that records post-AOT graphs and
+  their collectives; ``training.Trainer``: eager/compiled training runs.
 """
 
 from .fake_world import fake_world, make_mesh
