@@ -76,3 +76,17 @@ def test_bad_options_exit_2(capsys):
     assert main(["demo", "--ranks", "3", "--size", "tiny"]) == 2  # 4 heads do not split 3 ways
     assert "cannot be split over 3" in capsys.readouterr().err
     assert main(["demo", "--steps", "1"]) == 2
+
+
+def test_progress_ticks_while_compiling():
+    import time
+
+    from dynamo_dist.testing.training import ticking
+
+    lines: list[str] = []
+    with ticking(lines.append, "x: still compiling", every=0.05):
+        time.sleep(0.3)
+    count = len(lines)
+    time.sleep(0.15)
+    assert count >= 2 and len(lines) == count  # ticks during the block, none after
+    assert lines[0].startswith("x: still compiling ... ") and lines[0].endswith(" s")

@@ -100,7 +100,7 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     from torch.distributed.device_mesh import init_device_mesh
 
     import dynamo_dist
-    from dynamo_dist.testing.training import Trainer, compare, train_interleaved
+    from dynamo_dist.testing.training import Trainer, compare, ticking, train_interleaved
 
     rank, world = dist.get_rank(), dist.get_world_size()
     say = _progress(rank)
@@ -124,7 +124,8 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     dynamo_dist.uninstall()
     say(f"warm-up compile ({options.backend}, stock; not measured) ...")
     warm = trainer(options.backend, "warm-up")
-    warm.step(0)
+    with ticking(say, "warm-up: still compiling"):
+        warm.step(0)
     torch._dynamo.reset()
     dynamo_dist.install()
     try:

@@ -12,15 +12,17 @@ step by step. :func:`train_interleaved` steps several trainers in turn (step
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["TrainRun", "Trainer", "train_interleaved", "compare"]
+__all__ = ["TrainRun", "Trainer", "train_interleaved", "compare", "ticking"]
 
 
 @dataclass
@@ -128,14 +130,39 @@ class Trainer:
         return run
 
 
+@contextlib.contextmanager
+def ticking(progress: Callable[[str], None], what: str, every: float = 10.0) -> Iterator[None]:
+    """Say ``what ... N s`` every ``every`` seconds until the block ends."""
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def tick() -> None:
+        while not done.wait(every):
+            progress(f"{what} ... {time.perf_counter() - start:.0f} s")
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def train_interleaved(trainers: Sequence[Trainer], steps: int,
                       progress: Callable[[str], None] = lambda line: None) -> list[TrainRun]:
-    """``steps`` steps of every trainer, in turn; returns their records."""
+    """``steps`` steps of every trainer, in turn; returns their records.
+    While a compiled trainer's first step compiles, ``progress`` hears about
+    it every 10 s."""
     for index in range(steps):
         for trainer in trainers:
             if index == 0 and trainer.capture is not None:
-                progress(f"{trainer.run.label}: compiling (first step) ...")
-            trainer.step(index)
+                label = trainer.run.label
+                progress(f"{label}: compiling (first step) ...")
+                with ticking(progress, f"{label}: still compiling"):
+                    trainer.step(index)
+            else:
+                trainer.step(index)
             run = trainer.run
             if run.error is not None and len(run.step_ms) == index:
                 progress(f"{run.label}: step {index + 1}/{steps} FAILED")
