@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "bench": "bench",
     "explain": "explain",
+    "fuzz": "fuzz",
 }
 DEFAULT = "example"
 

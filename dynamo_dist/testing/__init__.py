@@ -13,11 +13,21 @@ Importable without pytest:
   functions and sizes; ``numerics``: the multi-rank compiled-vs-eager checks;
   ``capture.CaptureBackend``: a backend that records post-AOT graphs and
   their collectives; ``training.Trainer``: eager/compiled training runs.
+- ``assert_compiles_like_eager(fn, *args, fullgraph=..., backend=...)``: the
+  fuzzing oracle: results, escaping objects, exceptions, graph breaks.
+- ``GlooPool(n)``: a real gloo world kept alive across many calls.
+- ``dynamo_dist.testing.strategies`` (needs hypothesis): ``worlds()``,
+  ``meshes(world)``, ``placements(mesh_ndim, tensor_ndim)``,
+  ``dtensor_specs()``, ``programs(world, inputs)`` and whole examples;
+  ``dynamo_dist.testing.properties``: the fuzzing properties' checks.
 """
 
 from .fake_world import fake_world, make_mesh
 from .gloo_world import run_in_gloo_world
 from .graph_checks import distributed_objects_in
 from .oracle import CompiledRun, compile_and_run
+from .oracle import assert_compiles_like_eager, difference
+from .gloo_pool import GlooPool
 
 __all__ = ["fake_world", "make_mesh", "distributed_objects_in", "run_in_gloo_world", "compile_and_run", "CompiledRun"]
+__all__ += ["assert_compiles_like_eager", "difference", "GlooPool"]

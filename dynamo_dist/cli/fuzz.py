@@ -1,0 +1,91 @@
+"""Property-based fuzzing of the plugin (needs hypothesis): generated programs
+compiled vs eager, with a reproducer script written for every failure.
+
+Properties: query (compiled == eager, fullgraph, zero breaks), escapes
+(returned meshes/groups/placements equal eager's), guards (compile with A,
+call with B: right answer, recompile exactly when a folded answer differs),
+wild (anything generated: never an internal Dynamo error) and dtensor
+(numerics on a spawned 2-rank gloo world). --examples is per property; the
+dtensor property runs a tenth of it (each example runs on two ranks).
+Exit status: 0 when no property failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dynamo_dist.testing.properties import PROPERTIES
+
+    parser.add_argument("--examples", type=int, default=1000, metavar="N",
+                        help="generated examples per property (default 1000)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S",
+                        help="pin hypothesis' randomness (default: random)")
+    parser.add_argument("--property", action="append", choices=sorted(PROPERTIES), metavar="P",
+                        help=f"run only this property (repeatable): {', '.join(PROPERTIES)}")
+    parser.add_argument("--out", default="fuzz-failures", metavar="DIR",
+                        help="where reproducer scripts are written (default ./fuzz-failures)")
+
+
+class _Display:
+    """One status line per property: rewritten in place on a terminal,
+    printed every 10% otherwise."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.start = time.monotonic()
+        self.last_step = -1
+
+    def __call__(self, report, target: int) -> None:
+        elapsed = time.monotonic() - self.start
+        rate = report.calls / elapsed if elapsed > 0 else 0.0
+        line = (f"[{report.name}] {report.passed}/{target} passed, {report.invalid} discarded, "
+                f"{report.calls - report.passed - report.invalid} failing calls (shrinking), "
+                f"{rate:.1f}/s, {elapsed:.0f}s")
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160))
+            self.stream.flush()
+            return
+        step = report.calls * 10 // max(target, 1)
+        if step != self.last_step:
+            self.last_step = step
+            print(line, file=self.stream, flush=True)
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    import dynamo_dist
+    from dynamo_dist.testing.fuzzing import run_property
+    from dynamo_dist.testing.properties import PROPERTIES
+
+    names = args.property or list(PROPERTIES)
+    print(f"dynamo_dist fuzz: {', '.join(names)}; {args.examples} examples per property; "
+          f"seed {args.seed if args.seed is not None else 'random'}; reproducers in {args.out}/")
+    total_start = time.monotonic()
+    failed = 0
+    with dynamo_dist.enabled():
+        for name in names:
+            prop = PROPERTIES[name]
+            target = max(1, round(args.examples * prop.long_share))
+            display = _Display()
+            report = run_property(prop, examples=target, seed=args.seed, out_dir=args.out, progress=display)
+            display.done()
+            status = "interrupted" if report.interrupted else ("FAILED" if report.failures else "ok")
+            print(f"{name}: {status}: {report.passed} examples passed, {report.invalid} discarded, "
+                  f"{len(report.failures)} distinct failures, {report.seconds:.0f}s")
+            for failure in report.failures:
+                first = failure.error.strip().splitlines()[0] if failure.error.strip() else "?"
+                where = f" -> {failure.reproducer}" if failure.reproducer else ""
+                print(f"  {first[:200]}{where}")
+            failed += bool(report.failures)
+            if report.interrupted:
+                break
+    print(f"total {time.monotonic() - total_start:.0f}s")
+    return 1 if failed else 0

@@ -1,0 +1,567 @@
+"""Generated programs: small straight-line functions, as source code.
+
+A program is the text of one function built from a grammar of statements
+(queries of meshes, placements and process groups; placement construction;
+branches on the answers; handled errors; escaping objects; for DTensor,
+ops and redistributes). Being text, a failing program is written verbatim
+into a reproducer script.
+
+Query programs have the signature ``f(x, mesh, ps, pg)`` and return
+``(x, (v0, v1, ...))``: the tensor and every answer the program computed, so
+the oracle compares all of them (and every escaping object) with eager.
+Every statement is one source line (or one ``if``/``try`` header), and the
+program records which inputs each line reads (``line_touches``), so the guard
+property knows what a trace depended on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from hypothesis import strategies as st
+
+from .specs import REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
+
+# ---------------------------------------------------------------------------
+# The query grammar.
+
+
+@dataclass
+class _Expr:
+    code: str
+    kind: str  # int | bool | str | seq | placement | placements | mesh | group | tensor | any
+    touches: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Mesh:
+    code: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...] | None
+    touches: frozenset[str] = frozenset({"mesh"})
+
+
+@dataclass
+class _Group:
+    code: str
+    size: int
+    touches: frozenset[str]
+
+
+@dataclass
+class _Line:
+    indent: int
+    text: str
+    touches: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Builder:
+    draw: Any
+    world: World
+    inputs: QueryInputs
+    tensor_ndim: int
+    wild: bool = False
+    escapes: bool = False
+    lines: list[_Line] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    ints: list[str] = field(default_factory=list)
+    bools: list[str] = field(default_factory=list)
+    counter: int = 0
+
+    # -- helpers ---------------------------------------------------------------
+    def pick(self, options: Iterable[Any]) -> Any:
+        return self.draw(st.sampled_from(list(options)))
+
+    def new_var(self) -> str:
+        name = f"v{self.counter}"
+        self.counter += 1
+        return name
+
+    def emit(self, indent: int, text: str, touches: Iterable[str] = ()) -> None:
+        self.lines.append(_Line(indent, text, frozenset(touches)))
+
+    # -- meshes, groups, placements ------------------------------------------
+    def mesh(self) -> _Mesh:
+        shape, names = self.inputs.mesh.shape_and_names()
+        options = [_Mesh("mesh", shape, names)]
+        if names:
+            ndim = len(names)
+            for r in range(1, ndim + 1):
+                for combo in itertools.combinations(range(ndim), r):
+                    sub_names = tuple(names[i] for i in combo)
+                    sub_shape = tuple(shape[i] for i in combo)
+                    key = repr(sub_names[0]) if r == 1 else repr(sub_names)
+                    sub = f"mesh[{key}]" if r < ndim else "mesh"
+                    if r < ndim:
+                        options.append(_Mesh(sub, sub_shape, sub_names))
+                    flat = "f_" + "_".join(sub_names)
+                    size = 1
+                    for s in sub_shape:
+                        size *= s
+                    options.append(_Mesh(f"{sub}._flatten({flat!r})", (size,), (flat,)))
+        return self.pick(options)
+
+    def group(self) -> _Group:
+        options = [
+            _Group("pg", self.inputs.group.size(self.world), frozenset({"pg"})),
+            _Group("dist.group.WORLD", self.world.size, frozenset({"world"})),
+        ]
+        m = self.mesh()
+        for i, size in enumerate(m.shape):
+            options.append(_Group(f"{m.code}.get_group({i})", size, m.touches))
+            if m.names:
+                options.append(_Group(f"{m.code}.get_group({m.names[i]!r})", size, m.touches))
+        if len(m.shape) == 1:
+            options.append(_Group(f"{m.code}.get_group()", m.shape[0], m.touches))
+        return self.pick(options)
+
+    def placement_literal(self) -> tuple[str, Any]:
+        from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+        dim = self.draw(st.integers(0, self.tensor_ndim - 1))
+        kind = self.pick(["shard", "shard_kw", "replicate", "partial", "partial_default", "strided"])
+        if kind == "shard":
+            return f"Shard({dim})", Shard(dim)
+        if kind == "shard_kw":
+            return f"Shard(dim={dim})", Shard(dim)
+        if kind == "replicate":
+            return "Replicate()", Replicate()
+        if kind == "partial_default":
+            return "Partial()", Partial()
+        if kind == "partial":
+            op = self.pick(REDUCE_OPS)
+            return f"Partial({op!r})", Partial(op)
+        sf = self.draw(st.integers(1, 4))
+        return f"_StridedShard({dim}, split_factor={sf})", _StridedShard(dim, split_factor=sf)
+
+    def placement(self) -> tuple[str, Any, frozenset[str]]:
+        ps = self.inputs.placements
+        if ps and self.draw(st.booleans()):
+            i = self.draw(st.integers(0, len(ps) - 1))
+            return f"ps[{i}]", ps[i], frozenset({"ps", f"ps[{i}]"})
+        code, value = self.placement_literal()
+        return code, value, frozenset()
+
+    # -- value queries -----------------------------------------------------------
+    def mesh_query(self) -> _Expr:
+        m = self.mesh()
+        t = m.touches
+        ndim = len(m.shape)
+        i = self.draw(st.integers(0, ndim - 1))
+        opts = [
+            _Expr(f"{m.code}.ndim", "int", t),
+            _Expr(f"{m.code}.shape", "seq", t),
+            _Expr(f"{m.code}.size()", "int", t),
+            _Expr(f"{m.code}.size({i})", "int", t),
+            _Expr(f"{m.code}.size(mesh_dim={i})", "int", t),
+            _Expr(f"{m.code}.shape[{i}]", "int", t),
+            _Expr(f"len({m.code}.shape)", "int", t),
+            _Expr(f"{m.code}.mesh_dim_names", "seq", t),
+            _Expr(f"{m.code}.device_type", "str", t),
+            _Expr(f"{m.code}.get_rank()", "int", t),
+            _Expr(f"{m.code}.get_local_rank({i})", "int", t),
+            _Expr(f"{m.code}.get_local_rank(mesh_dim={i})", "int", t),
+            _Expr(f"{m.code}.get_coordinate()", "seq", t),
+            _Expr(f"{m.code}.get_coordinate()[{i}]", "int", t),
+            _Expr(f"len({m.code}.get_all_groups())", "int", t),
+            _Expr(f"tuple(g.size() for g in {m.code}.get_all_groups())", "seq", t),
+            _Expr(f"{m.code}.mesh", "tensor", t),
+            _Expr(f"{m.code} == mesh", "bool", t),
+            _Expr(f"{m.code} != mesh", "bool", t),
+            _Expr(f"hash({m.code}) == hash(mesh)", "bool", t),
+            _Expr(f"{m.code}.mesh_dim_names is None", "bool", t),
+            _Expr(f"{m.code}.size({i - ndim})", "int", t),
+            _Expr(f"{m.code}.get_local_rank({i - ndim})", "int", t),
+            _Expr(f"{m.code}.get_group({i - ndim}).size()", "int", t),
+            _Expr(f"sum({m.code}.shape)", "int", t),
+            _Expr(f"max({m.code}.shape)", "int", t),
+            _Expr(f"{m.code}.shape == {m.shape!r}", "bool", t),
+            _Expr(f"str({m.code})", "str", t),
+            _Expr(f"repr({m.code})", "str", t),
+            _Expr(f'f"{{{m.code}.shape}}/{{{m.code}.get_coordinate()}}"', "str", t),
+            _Expr(f"{{{m.code}: 1}}.get(mesh, 0)", "int", t),
+            _Expr(f"isinstance({m.code}, DeviceMesh)", "bool", t),
+            _Expr(f"{m.code}.mesh.flatten()[{m.code}.get_rank() % {m.code}.size()]", "tensor", t),
+            _Expr(f"torch.full(({m.code}.ndim,), {m.code}.size({i}))", "tensor", t),
+            _Expr(f"dist.get_process_group_ranks({m.code}.get_group({i}))[{m.code}.get_local_rank({i})]", "int", t),
+            _Expr(f"{m.code}.get_group({i}) in {m.code}.get_all_groups()", "bool", t),
+            _Expr(f"{m.code}.get_group({i}) is {m.code}.get_group({i})", "bool", t),
+            _Expr(f"{m.code}.get_group({i}) is pg", "bool", t | {"pg"}),
+            _Expr(f"x + funcol.all_reduce(x, 'sum', ({m.code}, {i}))", "tensor", t),
+        ]
+        if m.names:
+            opts.append(_Expr(f"{m.code}.get_local_rank({m.names[i]!r})", "int", t))
+            opts.append(_Expr(f"{m.names[i]!r} in {m.code}.mesh_dim_names", "bool", t))
+            opts.append(_Expr(f"{m.code}.mesh_dim_names[{i}]", "str", t))
+        if ndim == 1:
+            opts.append(_Expr(f"{m.code}.get_local_rank()", "int", t))
+        return self.pick(opts)
+
+    def group_query(self) -> _Expr:
+        g = self.group()
+        t = g.touches
+        j = self.draw(st.integers(0, g.size - 1))
+        other = self.group()
+        return self.pick([
+            _Expr(f"{g.code}.size()", "int", t),
+            _Expr(f"{g.code}.rank()", "int", t),
+            _Expr(f"{g.code}.group_name", "str", t),
+            _Expr(f"{g.code}.group_desc", "str", t),
+            _Expr(f"{g.code}.name()", "str", t),
+            _Expr(f"{g.code}._get_backend_name()", "str", t),
+            _Expr(f"dist.get_rank({g.code})", "int", t),
+            _Expr(f"dist.get_world_size({g.code})", "int", t),
+            _Expr(f"dist.get_process_group_ranks({g.code})", "seq", t),
+            _Expr(f"len(dist.get_process_group_ranks({g.code}))", "int", t),
+            _Expr(f"dist.get_backend({g.code})", "str", t),
+            _Expr(f"dist.get_global_rank({g.code}, {j})", "int", t),
+            _Expr(f"dist.get_group_rank({g.code}, dist.get_global_rank({g.code}, {j}))", "int", t),
+            _Expr(f"{g.code} == {other.code}", "bool", t | other.touches),
+            _Expr(f"{g.code} != {other.code}", "bool", t | other.touches),
+            _Expr(f"{g.code} is {other.code}", "bool", t | other.touches),
+            _Expr(f"{{{g.code}: 1}}.get({other.code}, 0)", "int", t | other.touches),
+            _Expr(f"x + funcol.all_reduce(x, 'sum', {g.code})", "tensor", t),
+            _Expr(f"funcol.all_gather_single(x, 0, {g.code})", "tensor", t),
+            _Expr("dist.get_rank()", "int", frozenset({"world"})),
+            _Expr("dist.get_world_size()", "int", frozenset({"world"})),
+            _Expr("dist.is_initialized()", "bool", frozenset({"world"})),
+        ])
+
+    def placement_query(self) -> _Expr:
+        from torch.distributed.tensor.placement_types import Partial, Shard
+
+        code, value, t = self.placement()
+        code2, _, t2 = self.placement()
+        d = self.draw(st.integers(0, self.tensor_ndim - 1))
+        ps_all = frozenset({"ps", "ps[*]"})
+        opts = [
+            _Expr(f"{code}.is_shard()", "bool", t),
+            _Expr(f"{code}.is_shard({d})", "bool", t),
+            _Expr(f"{code}.is_replicate()", "bool", t),
+            _Expr(f"{code}.is_partial()", "bool", t),
+            _Expr(f"{code}.is_partial({self.pick(REDUCE_OPS)!r})", "bool", t),
+            _Expr(f"isinstance({code}, {self.pick(['Shard', 'Replicate', 'Partial', '_StridedShard'])})", "bool", t),
+            _Expr(f"isinstance({code}, (Shard, _StridedShard))", "bool", t),
+            _Expr(f"{code} == {code2}", "bool", t | t2),
+            _Expr(f"{code} != {code2}", "bool", t | t2),
+            _Expr(f"hash({code}) == hash({code2})", "bool", t | t2),
+            _Expr(f"{code} in ps", "bool", t | ps_all),
+            _Expr(f"str({code})", "str", t),
+            _Expr(f"repr({code})", "str", t),
+            _Expr(f"{{Shard(0): 1, Replicate(): 2, Partial(): 3}}.get({code}, 0)", "int", t),
+            _Expr(f"{code}.dim if {code}.is_shard() else -1", "int", t),
+            _Expr(f"{code}.reduce_op if {code}.is_partial() else 'none'", "str", t),
+            _Expr(f"{code}.split_factor if isinstance({code}, _StridedShard) else 0", "int", t),
+            _Expr("len(ps)", "int", frozenset({"ps"})),
+            _Expr(f"ps.count({code})", "int", t | ps_all),
+            _Expr("sum(1 for p in ps if p.is_shard())", "int", ps_all),
+            _Expr("any(p.is_partial() for p in ps)", "bool", ps_all),
+            _Expr("tuple(p.dim for p in ps if p.is_shard())", "seq", ps_all),
+            _Expr(f"{code} in (Shard(0), Replicate(), Partial())", "bool", t),
+            _Expr(f"len({{{code}, {code2}}})", "int", t | t2),
+            _Expr(f"type({code}) is Shard", "bool", t),
+            _Expr(f"type({code}).__name__", "str", t),
+            _Expr(f"{code}.is_shard({d - self.tensor_ndim})", "bool", t),
+            _Expr(f'f"{{{code}}}-{{{code2}!r}}"', "str", t | t2),
+            _Expr(f"bool({code})", "bool", t),
+            _Expr(f"getattr({code}, 'dim', None)", "any", t),
+            _Expr(f"{code} == 1", "bool", t),
+            _Expr(f"{code} == None", "bool", t),
+            _Expr("hash(ps) == hash(tuple(ps))", "bool", ps_all),
+            _Expr("[i for i, p in enumerate(ps) if p.is_shard()]", "seq", ps_all),
+            _Expr("ps[-1].is_replicate()", "bool", frozenset({"ps", f"ps[{len(self.inputs.placements) - 1}]"})),
+            _Expr("max([p.dim for p in ps if p.is_shard()] or [-1])", "int", ps_all),
+            _Expr("sorted(str(p) for p in ps)", "seq", ps_all),
+        ]
+        if isinstance(value, Shard) or type(value).__name__ == "_StridedShard":
+            opts.append(_Expr(f"{code}.dim", "int", t))
+        if isinstance(value, Partial):
+            opts.append(_Expr(f"{code}.reduce_op", "str", t))
+        if type(value).__name__ == "_StridedShard":
+            opts.append(_Expr(f"{code}.split_factor", "int", t))
+        return self.pick(opts)
+
+    def escape(self) -> _Expr:
+        """An object the program returns: rebuilt (or reloaded) after the graph."""
+        m = self.mesh()
+        code, _, pt = self.placement()
+        literal, _ = self.placement_literal()
+        g = self.group()
+        ps_all = frozenset({"ps", "ps[*]"})
+        opts = [
+            _Expr(literal, "placement"),
+            # Returning an input object as it came in counts as reading it:
+            # Dynamo wraps (and the plugin guards) every value it handles.
+            _Expr(code, "placement", pt),
+            _Expr("[p for p in ps if not p.is_replicate()]", "placements", ps_all),
+            _Expr(f"({literal}, Replicate())", "placements"),
+            _Expr(f"[{literal}] * {len(self.inputs.placements)}", "placements"),
+            _Expr(m.code, "mesh", m.touches),
+            _Expr(g.code, "group", g.touches),
+            _Expr(f"({literal}, [{m.code}])", "any", m.touches),
+            _Expr(f"{{'p': {literal}, 'g': {g.code}}}", "any", g.touches),
+            _Expr("ps[1:]", "placements", frozenset({"ps"})),
+            _Expr("list(ps)", "placements", frozenset({"ps"})),
+            _Expr("ps[::-1]", "placements", frozenset({"ps"})),
+        ]
+        if self.ints:
+            v = self.pick(self.ints)
+            opts.append(_Expr(f"Shard({v})", "placement"))
+            opts.append(_Expr(f"_StridedShard({v}, split_factor=abs({v}) + 1)", "placement"))
+        if len(m.shape) > 0:
+            opts.append(_Expr(f"{m.code}.get_all_groups()", "groups", m.touches))
+        return self.pick(opts)
+
+    def handled_error(self) -> tuple[str, str, frozenset[str]]:
+        """A query that raises in eager, inside try/except: (expr, exception, touches)."""
+        shape, _ = self.inputs.mesh.shape_and_names()
+        n = len(self.inputs.placements)
+        return self.pick([
+            (f"mesh.size({len(shape) + 2})", "IndexError", frozenset({"mesh"})),
+            ("ps[{}]".format(n + 1), "IndexError", frozenset({"ps"})),
+            ("Replicate().dim", "AttributeError", frozenset()),
+            ("Shard('x')", "TypeError", frozenset()),
+            ("mesh.no_such_member", "AttributeError", frozenset({"mesh"})),
+            ("pg.no_such_member", "AttributeError", frozenset({"pg"})),
+        ])
+
+    def query(self) -> _Expr:
+        which = self.pick(["mesh", "mesh", "group", "placement", "placement"])
+        if which == "mesh":
+            return self.mesh_query()
+        if which == "group":
+            return self.group_query()
+        return self.placement_query()
+
+    def condition(self) -> _Expr:
+        options = ["query", "query"]
+        if self.ints:
+            options.append("int")
+        if self.bools:
+            options.append("bool")
+        which = self.pick(options)
+        if which == "int":
+            v = self.pick(self.ints)
+            return _Expr(f"{v} > {self.draw(st.integers(0, 3))}", "bool")
+        if which == "bool":
+            return _Expr(f"not {self.pick(self.bools)}", "bool")
+        while True:
+            e = self.query()
+            if e.kind == "bool":
+                return e
+            if e.kind == "int":
+                return _Expr(f"{e.code} > {self.draw(st.integers(0, 3))}", "bool", e.touches)
+
+    # -- statements --------------------------------------------------------------
+    def assign(self, indent: int, var: str, expr: _Expr) -> None:
+        self.emit(indent, f"{var} = {expr.code}", expr.touches)
+        if expr.kind in ("int", "bool"):
+            if self.draw(st.booleans()):
+                self.emit(indent, f"x = x + {var}")
+        elif expr.kind == "tensor":
+            self.emit(indent, f"x = x + {var}.sum()")
+
+    def value(self) -> _Expr:
+        if self.escapes and self.draw(st.integers(0, 2)) > 0:
+            return self.escape()
+        if self.draw(st.integers(0, 5)) == 0:
+            return self.escape()
+        return self.query()
+
+    def statement(self) -> None:
+        kind = self.pick(["assign"] * 5 + ["branch"] * 2 + ["try", "loop"] + (["wild"] * 3 if self.wild else []))
+        var = self.new_var()
+        if kind == "assign":
+            expr = self.value()
+            self.assign(1, var, expr)
+            self._record(var, expr)
+        elif kind == "branch":
+            cond = self.condition()
+            self.emit(1, f"if {cond.code}:", cond.touches)
+            a = self.value()
+            self.assign(2, var, a)
+            self.emit(1, "else:")
+            b = self.value()
+            self.assign(2, var, b)
+            self.emit(2, f"x = x * {self.draw(st.integers(1, 3))}")
+            if a.kind == b.kind:
+                self._record(var, a)
+            else:
+                self.answers.append(var)
+        elif kind == "loop":
+            ps_all = frozenset({"ps", "ps[*]"})
+            self.emit(1, f"{var} = []")
+            self.emit(1, "for p in ps:", ps_all)
+            self.emit(2, "if p.is_shard():", ps_all)
+            self.emit(3, f"{var}.append(p.dim)", ps_all)
+            self.emit(2, "elif p.is_partial():", ps_all)
+            self.emit(3, f"{var}.append(p.reduce_op)", ps_all)
+            self.emit(2, "else:")
+            self.emit(3, f"{var}.append(p)")
+            self.answers.append(var)
+        elif kind == "try":
+            expr, exc, touches = self.handled_error()
+            self.emit(1, "try:")
+            self.emit(2, f"{var} = {expr}", touches)
+            self.emit(1, f"except {exc}:")
+            self.emit(2, f"{var} = -1")
+            self.answers.append(var)
+        else:
+            self.wild_statement(var)
+
+    def _record(self, var: str, expr: _Expr) -> None:
+        self.answers.append(var)
+        if expr.kind == "int":
+            self.ints.append(var)
+        elif expr.kind == "bool":
+            self.bools.append(var)
+
+    def wild_statement(self, var: str) -> None:
+        """Anything: bad input, unsupported members, tensor-dependent
+        arguments, distributed state created inside the region."""
+        shape, names = self.inputs.mesh.shape_and_names()
+        w = self.world.size
+        n = len(self.inputs.placements)
+        choice = self.pick([
+            f"mesh.size({len(shape) + 1})",
+            "mesh.get_local_rank()",
+            "mesh['nope']",
+            "mesh['nope', 'nada']",
+            "Shard('x')",
+            "Shard(1.5)",
+            "_StridedShard(0)",
+            "Partial(3)",
+            f"ps[{n + 1}]",
+            "ps[0].dim",
+            "ps[0].reduce_op",
+            "ps[0].split_factor",
+            f"mesh.get_group({len(shape) + 1})",
+            "mesh.get_group('nope')",
+            f"dist.get_global_rank(pg, {w + 3})",
+            "mesh.no_such_member",
+            "pg.no_such_member()",
+            "stmt: pg.barrier()",
+            f"init_device_mesh('cpu', ({w},)).ndim",
+            f"dist.new_group(list(range({w}))).size()",
+            "stmt: dist.all_reduce(x)",
+            "mesh.size(int(x.sum()) % mesh.ndim)",
+            "mesh.size(len(x) % mesh.ndim)",
+            "mesh.mesh.tolist()",
+            "str(mesh)",
+            "repr(pg) == repr(pg)",
+            "getattr(ps[0], 'dim', -1)",
+            "hasattr(mesh, 'nope')",
+            "{pg: 1}[pg]",
+            "type(ps[0]).__name__",
+            "ps[0] < ps[0]",
+            "mesh[('nope',)]" if not names else f"mesh[{names[::-1]!r}]",
+            "Partial('nope').reduce_op",
+            f"mesh.get_local_rank({len(shape) + 1})",
+            "dist.get_process_group_ranks(None)",
+            "len(pg)",
+        ])
+        touches = frozenset({"mesh", "pg", "world", "ps", "ps[*]"})
+        if choice.startswith("stmt: "):  # called for its effect; its value (a Work) is not compared
+            self.emit(1, choice[len("stmt: "):], touches)
+            return
+        self.emit(1, f"{var} = {choice}", touches)
+        self.answers.append(var)
+
+    def render(self) -> Program:
+        header = "def f(x, mesh, ps, pg):"
+        text = [header, "    x = x + 1"]
+        touches: list[tuple[int, frozenset[str]]] = []
+        for line in self.lines:
+            text.append("    " * line.indent + line.text)
+            if line.touches:
+                touches.append((len(text), line.touches))
+        answers = ", ".join(self.answers) + ("," if len(self.answers) == 1 else "")
+        text.append(f"    return x, ({answers})")
+        return Program("\n".join(text) + "\n", tuple(touches))
+
+
+@st.composite
+def query_programs(
+    draw: Any,
+    world: World,
+    inputs: QueryInputs,
+    tensor_ndim: int = 2,
+    *,
+    max_statements: int = 6,
+    wild: bool = False,
+    escapes: bool = False,
+) -> Program:
+    """A query program for ``f(x, mesh, ps, pg)`` that is valid for ``inputs``
+    in ``world`` (``wild=True``: anything, including bad input and members
+    that cannot compile; ``escapes=True``: mostly objects returned)."""
+    b = _Builder(draw, world, inputs, tensor_ndim, wild=wild, escapes=escapes)
+    # Statements are list elements, so the shrinker can delete any of them.
+    draw(st.lists(_statement(b), min_size=1, max_size=max_statements))
+    b.draw = draw
+    return b.render()
+
+
+@st.composite
+def _statement(draw: Any, builder: _Builder) -> None:
+    builder.draw = draw
+    builder.statement()
+
+
+# ---------------------------------------------------------------------------
+# DTensor programs: f(d, w) with d a DTensor (and w a replicated 2-D DTensor
+# for matmul), a few ops and redistributes, returning full tensors and the
+# local shards.
+
+
+@st.composite
+def dtensor_programs(draw: Any, spec: DTensorSpec, *, max_ops: int = 4) -> Program:
+    """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec``:
+    elementwise ops, ``sum``, ``matmul`` and ``redistribute`` to generated
+    placements, branches on ``d.placements``; returns ``full_tensor()`` and
+    ``to_local()`` of the result."""
+    from .strategies import placements as placements_st
+
+    ndim = len(spec.shape)
+    mesh_ndim = len(spec.mesh.shape)
+    lines = ["def f(d, mesh):"]
+    cur_ndim = ndim
+    is_float = spec.dtype.is_floating_point
+    for _ in range(draw(st.integers(1, max_ops))):
+        ops = ["elementwise", "redistribute", "branch"]
+        if cur_ndim >= 1:
+            ops.append("sum")
+        if cur_ndim == 2 and is_float:
+            ops.append("matmul")
+        op = draw(st.sampled_from(ops))
+        if op == "elementwise":
+            expr = draw(st.sampled_from(
+                ["d + 1", "d * 2", "d - d", "d * d", "-d", "d.abs()", "d + d"]
+                + (["torch.relu(d)", "d.sin()", "d / 2"] if is_float else [])
+            ))
+            lines.append(f"    d = {expr}")
+        elif op == "redistribute":
+            target = draw(placements_st(mesh_ndim, cur_ndim, partial=False, strided=False))
+            lines.append(f"    d = d.redistribute(mesh, [{', '.join(placement_code(p) for p in target)}])")
+        elif op == "branch":
+            i = draw(st.integers(0, mesh_ndim - 1))
+            lines.append(f"    if d.placements[{i}].is_shard():")
+            lines.append(f"        d = d * {draw(st.integers(2, 3))}")
+            lines.append("    else:")
+            lines.append("        d = d + 1")
+        elif op == "sum":
+            if draw(st.booleans()):
+                lines.append("    d = d.sum()")
+                cur_ndim = 0
+            else:
+                dim = draw(st.integers(0, cur_ndim - 1))
+                lines.append(f"    d = d.sum({dim})")
+                cur_ndim -= 1
+        else:
+            lines.append("    d = torch.mm(d, d.transpose(0, 1).redistribute(mesh, "
+                         f"[{', '.join(['Replicate()'] * mesh_ndim)}]))")
+    lines.append("    return d.full_tensor(), d.to_local()")
+    return Program("\n".join(lines) + "\n")
+

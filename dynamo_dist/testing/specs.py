@@ -1,0 +1,332 @@
+"""Plain-data descriptions of fuzzing inputs, and how to build them in a world.
+
+Hypothesis strategies (``dynamo_dist.testing.strategies``) draw these specs,
+not live objects: a spec is world-independent, has a ``repr``-like source form
+(``code_of``) for reproducer scripts, and is turned into a real mesh, group
+or tensor only inside a world (``WorldObjects``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import itertools
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "min", "max", "product", "band", "bor", "bxor")
+
+
+@dataclass(frozen=True)
+class World:
+    """A fake world of ``size`` ranks, seen from ``rank``."""
+
+    size: int
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class MeshSpec:
+    """A device mesh: ``make_mesh(shape, names)`` on the current world."""
+
+    shape: tuple[int, ...]
+    names: tuple[str, ...] | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class MeshArg:
+    """How a mesh argument is obtained in a world.
+
+    ``instance`` picks the k-th mesh built from ``spec`` in this world (each
+    ``init_device_mesh`` call makes new process groups, except where torch
+    reuses the default group); ``view`` slices a submesh from it, freshly on
+    every call (as training loops do every step); ``copy`` passes
+    ``copy.copy`` of it. A view or a copy is an equal mesh that is a new
+    object.
+    """
+
+    spec: MeshSpec
+    instance: int = 0
+    view: tuple[str, ...] | None = None
+    copy: bool = False
+
+    def shape_and_names(self) -> tuple[tuple[int, ...], tuple[str, ...] | None]:
+        """Shape and dim names of the mesh this argument yields."""
+        if self.view is None:
+            return self.spec.shape, self.spec.names
+        names = self.spec.names or ()
+        return tuple(self.spec.shape[names.index(n)] for n in self.view), self.view
+
+
+@dataclass(frozen=True)
+class GroupArg:
+    """A process-group argument: the default (WORLD) group when ``mesh`` is
+    None, else ``mesh.get_group(dim)``."""
+
+    mesh: MeshArg | None = None
+    dim: int = 0
+
+    def size(self, world: World) -> int:
+        if self.mesh is None:
+            return world.size
+        return self.mesh.shape_and_names()[0][self.dim]
+
+
+@dataclass(frozen=True)
+class QueryInputs:
+    """Arguments of a generated query program ``f(x, mesh, ps, pg)``."""
+
+    mesh: MeshArg
+    placements: tuple[Any, ...]
+    group: GroupArg
+    x_len: int = 2
+
+
+@dataclass(frozen=True)
+class DTensorSpec:
+    """A DTensor: ``distribute_tensor`` of a ``shape``/``dtype`` tensor on
+    ``mesh`` with ``placements`` (``Partial`` ones are made with
+    ``DTensor.from_local`` instead, each rank holding its own part)."""
+
+    mesh: MeshSpec
+    placements: tuple[Any, ...]
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------
+# Programs and examples.
+
+# The names generated programs (and reproducer scripts) can use.
+PRELUDE = """\
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+"""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A generated function: its source, and for each source line (1-based)
+    the inputs it reads: ``"mesh"``, ``"pg"``, ``"world"`` (the default
+    group), ``"ps"`` (the placements tuple), ``"ps[i]"`` (one of its
+    placements, read for its value), ``"ps[*]"`` (all of them)."""
+
+    source: str
+    line_touches: tuple[tuple[int, frozenset[str]], ...] = ()
+    name: str = "f"
+
+    def function(self) -> Callable[..., Any]:
+        """The function, compiled from ``source`` with the ``PRELUDE`` names."""
+        namespace: dict[str, Any] = {}
+        exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
+        exec(compile(self.source, f"<fuzz program {self.name}>", "exec"), namespace)
+        return namespace[self.name]
+
+    def touches(self, fn: Callable[..., Any], *args: Any) -> frozenset[str]:
+        """Run ``fn(*args)`` eagerly and return what the executed lines read
+        (``fn`` must be this program's function). Raises what ``fn`` raises."""
+        executed: set[int] = set()
+        code = fn.__code__
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            if frame.f_code is code:
+                if event == "line":
+                    executed.add(frame.f_lineno)
+                return tracer
+            return None
+
+        old = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            fn(*args)
+        finally:
+            sys.settrace(old)
+        table = dict(self.line_touches)
+        return frozenset(itertools.chain.from_iterable(table.get(n, ()) for n in executed))
+
+
+@dataclass(frozen=True)
+class QueryExample:
+    """A query program and the inputs it is called with, in one fake world."""
+
+    world: World
+    inputs: QueryInputs
+    program: Program
+
+
+@dataclass(frozen=True)
+class GuardExample:
+    """Compile ``program`` with inputs A, then call it with inputs B (in the
+    same world, or after the world was re-initialised as ``world_b``)."""
+
+    world_a: World
+    inputs_a: QueryInputs
+    world_b: World
+    inputs_b: QueryInputs
+    program: Program
+    same_world: bool = True
+
+
+@dataclass(frozen=True)
+class DTensorExample:
+    """A DTensor program called with a DTensor built from ``spec``, run on
+    every rank of a real gloo world."""
+
+    spec: DTensorSpec
+    program: Program
+
+
+# ---------------------------------------------------------------------------
+# Source form of specs (for reproducer scripts).
+
+
+def placement_code(p: Any) -> str:
+    """Source that rebuilds placement ``p`` (``Shard(1)``, ``Partial('max')``)."""
+    name = type(p).__name__
+    if name == "Shard":
+        return f"Shard({p.dim})"
+    if name == "_StridedShard":
+        return f"_StridedShard({p.dim}, split_factor={p.split_factor})"
+    if name == "Partial":
+        return f"Partial({p.reduce_op!r})"
+    if name == "Replicate":
+        return "Replicate()"
+    raise TypeError(f"no source form for placement {p!r}")
+
+
+def code_of(value: Any, names: dict[int, str] | None = None) -> str:
+    """Python source that evaluates to ``value`` (specs, placements, dtypes,
+    tuples and literals), given the names a reproducer script imports.
+    ``names`` maps ``id(obj)`` to a variable that holds ``obj``."""
+    from torch.distributed.tensor.placement_types import Placement
+
+    names = names or {}
+    if id(value) in names:
+        return names[id(value)]
+    if isinstance(value, Placement):
+        return placement_code(value)
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [
+            f"{f.name}={code_of(getattr(value, f.name), names)}"
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) != f.default
+        ]
+        return f"{type(value).__name__}({', '.join(fields)})"
+    if isinstance(value, tuple):
+        items = ", ".join(code_of(v, names) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    if isinstance(value, list):
+        return f"[{', '.join(code_of(v, names) for v in value)}]"
+    if isinstance(value, frozenset):
+        return f"frozenset({sorted(value)!r})"
+    return repr(value)
+
+
+# ---------------------------------------------------------------------------
+# Building specs in a world.
+
+_generation = itertools.count(1)
+
+
+class WorldObjects:
+    """The live objects of one world, built from specs on demand.
+
+    Root meshes are cached per ``(spec, instance)`` so the same argument
+    gives the same object; ``generation`` tells worlds apart (objects of two
+    worlds are never the same).
+    """
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.generation = next(_generation)
+        self._roots: dict[tuple[MeshSpec, int], Any] = {}
+
+    def root(self, spec: MeshSpec, instance: int = 0) -> Any:
+        from .fake_world import make_mesh
+
+        for k in range(instance + 1):
+            if (spec, k) not in self._roots:
+                self._roots[(spec, k)] = make_mesh(spec.shape, spec.names)
+        return self._roots[(spec, instance)]
+
+    def mesh(self, arg: MeshArg) -> Any:
+        mesh = self.root(arg.spec, arg.instance)
+        if arg.view is not None:
+            mesh = mesh[arg.view[0] if len(arg.view) == 1 else arg.view]
+        return copy.copy(mesh) if arg.copy else mesh
+
+    def group(self, arg: GroupArg) -> Any:
+        import torch.distributed as dist
+
+        if arg.mesh is None:
+            return dist.group.WORLD
+        return self.mesh(arg.mesh).get_group(arg.dim)
+
+    def query_args(self, inputs: QueryInputs) -> tuple:
+        """``(x, mesh, ps, pg)`` for a query program."""
+        x = torch.arange(inputs.x_len, dtype=torch.float32)
+        return x, self.mesh(inputs.mesh), tuple(inputs.placements), self.group(inputs.group)
+
+    # -- what a compiled graph may depend on (see properties.check_guards) --
+    def group_key(self, group: Any) -> tuple:
+        return ("group", self.generation, id(group))
+
+    def world_key(self) -> tuple:
+        import torch.distributed as dist
+
+        return ("world", self.generation, id(dist.group.WORLD))
+
+
+def mesh_key(mesh: Any) -> tuple:
+    """Everything a folded answer about ``mesh`` can depend on, read through
+    the public API: type, device, rank table, dim names, the process group
+    behind each dim (by name: collectives name their group by string), and
+    this rank's coordinate."""
+    return (
+        type(mesh).__name__,
+        mesh.device_type,
+        tuple(mesh.mesh.shape),
+        tuple(mesh.mesh.flatten().tolist()),
+        mesh.mesh_dim_names,
+        tuple(mesh.get_group(i).group_name for i in range(mesh.ndim)),
+        tuple(mesh.get_coordinate() or ()),
+    )
+
+
+def placement_key(p: Any) -> tuple:
+    """A placement's value: exact type and defining fields."""
+    return (type(p).__qualname__, getattr(p, "dim", None), getattr(p, "split_factor", None),
+            getattr(p, "reduce_op", None))
+
+
+@contextlib.contextmanager
+def world_objects(world: World) -> Iterator[WorldObjects]:
+    """``fake_world(world)`` yielding a ``WorldObjects`` builder.
+
+    ``sys.excepthook`` is restored on exit: every ``init_process_group``
+    chains a rank-prefixing hook onto it, which a long fuzzing run would
+    otherwise grow to thousands of nested hooks.
+    """
+    from .fake_world import fake_world
+
+    hook = sys.excepthook
+    try:
+        with fake_world(world.size, world.rank):
+            yield WorldObjects(world)
+    finally:
+        sys.excepthook = hook
