@@ -16,6 +16,9 @@ Hook points (torch 2.13, see DESIGN.md):
 - AOTAutograd's ``gen_alias_from_base`` (as ``runtime_wrappers`` imported
   it): a fallback for outputs that are views of DTensor inputs
   (``aot_alias.py``), which stock crashes on at run time.
+- ``BuiltinVariable.call_str``: ``str(mesh)`` / ``str(pg)`` fold through the
+  tracker's ``str_impl`` (stock's builtin ``str`` knows only its own types and
+  breaks the graph).
 """
 
 from __future__ import annotations
@@ -77,11 +80,24 @@ def apply() -> None:
                 return handled
             return original_getattr(self, tx, name)
 
+        from torch._dynamo.variables.builtin import BuiltinVariable
+
+        from .variables.base import DistObjectVariable
+
+        original_call_str = BuiltinVariable.__dict__["call_str"]
+
+        def call_str(self: Any, tx: Any, arg: Any) -> Any:
+            if isinstance(arg, DistObjectVariable):
+                return arg.str_impl(tx)
+            return original_call_str(self, tx, arg)
+
         table = C.SourcelessBuilder._type_handlers
         saved_table = {t: table.get(t, _MISSING) for t in registry.sourceless_types()}
         original_alias = C.aot_runtime_wrappers.gen_alias_from_base
         _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
-                      call_method=original_call_method, getattr=original_getattr, alias=original_alias)
+                      call_method=original_call_method, getattr=original_getattr, alias=original_alias,
+                      call_str=original_call_str)
+        BuiltinVariable.call_str = call_str
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
         C.VariableBuilder._wrap = _wrap
@@ -102,6 +118,9 @@ def remove() -> None:
         C.TensorVariable.call_method = _saved["call_method"]
         C.TensorVariable.var_getattr = _saved["getattr"]
         C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
+        from torch._dynamo.variables.builtin import BuiltinVariable
+
+        BuiltinVariable.call_str = _saved["call_str"]
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():
             if handler is _MISSING:
