@@ -10,7 +10,10 @@ other process groups appears. Every call's result is compared with eager. A
 perfect tracker compiles once per distinct configuration and is right on
 every call.
 
-Fake 8-rank world seen from rank 3; backend ``eager``.
+Fake 8-rank world seen from rank 3; backend ``eager``. In the full run a
+third workload passes DTensors on the "dp" and "tp" submeshes of a (2, 2)
+mesh (same shape, other ranks) and on the 2-D mesh, on a real 4-rank gloo
+world: a stale graph there all-gathers over the wrong ranks.
 """
 
 from __future__ import annotations
@@ -85,36 +88,98 @@ def _same(a: Any, b: Any) -> bool:
         torch.equal(a, b))
 
 
-def run_side(side: str, step: Callable[..., Any]) -> dict[str, Any]:
-    """Every call of the workload, compiled under ``side``, against eager."""
+def _run_calls(side: str, step: Callable[..., Any], calls: list[tuple]) -> dict[str, Any]:
+    """Compile ``step`` under ``side``; call it with each argument tuple and
+    compare with eager. Per-call statuses: ok, wrong or the exception."""
     import torch._dynamo
-
-    from ..testing import fake_world
 
     T.use(side)
     torch._dynamo.reset()
+    counter = T.FrameCounter("eager")
+    compiled = torch.compile(step, backend=counter)
+    statuses = []
+    for args in calls:
+        want = step(*args)
+        try:
+            got = compiled(*args)
+        except Exception as e:  # stock crashes on some inputs: count, go on
+            statuses.append(f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            continue
+        statuses.append("ok" if _same(got, want) else "wrong")
+    torch._dynamo.reset()
+    T.use(T.STOCK)
+    return {"compiles": counter.frame_count, "statuses": statuses}
+
+
+def _summary(compiles: int, statuses: list[str], distinct: int) -> dict[str, Any]:
+    errors = [s for s in statuses if s not in ("ok", "wrong")]
+    return {"compiles": compiles, "correct": statuses.count("ok"), "wrong": statuses.count("wrong"),
+            "errors": len(errors), "first_error": errors[0] if errors else "", "calls": len(statuses),
+            "distinct_configs": distinct}
+
+
+def run_side(side: str, step: Callable[..., Any]) -> dict[str, Any]:
+    """Every call of the workload, compiled under ``side``, against eager."""
+    from ..testing import fake_world
+
     with fake_world(*WORLD):
         calls, distinct = workload()
-        counter = T.FrameCounter("eager")
-        compiled = torch.compile(step, backend=counter)
-        correct = wrong = errors = 0
-        first_error = ""
-        for args in calls:
-            want = step(*args)
-            try:
-                got = compiled(*args)
-            except Exception as e:  # stock crashes on some inputs: count, go on
-                errors += 1
-                first_error = first_error or f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
-                continue
-            if _same(got, want):
-                correct += 1
-            else:
-                wrong += 1
-        torch._dynamo.reset()
-    T.use(T.STOCK)
-    return {"compiles": counter.frame_count, "correct": correct, "wrong": wrong, "errors": errors,
-            "first_error": first_error, "calls": len(calls), "distinct_configs": distinct}
+        run = _run_calls(side, step, calls)
+    return _summary(run["compiles"], run["statuses"], distinct)
+
+
+# ---------------------------------------------------------------------------
+# DTensors on a real 4-rank gloo world: the collectives name their group, so
+# a graph reused for a DTensor on another mesh of the same shape gathers
+# over the wrong ranks. Needs real data, hence a real world.
+
+
+def dtensor_step(d):
+    """A DTensor's full value (all-gather / all-reduce over its mesh)."""
+    return d.full_tensor() * d.device_mesh.size() + len(d.placements)
+
+
+def dtensor_rank_main() -> dict[str, Any]:
+    """One rank's part: stock then plugin over the same DTensor calls."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Partial, Shard
+
+    root = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    other = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))  # same ranks, new groups
+    local = torch.arange(6.0).reshape(2, 3) + 10 * dist.get_rank()
+    # (mesh maker, placements); submeshes are sliced afresh for each call
+    # (equal new objects). "dp" and "tp" have the same shape but other ranks;
+    # `other` has root's ranks but its own groups (its graph must name them,
+    # though the values cannot tell).
+    configs: list[tuple[Callable[[], Any], tuple]] = [
+        (lambda: root["tp"], (Shard(0),)), (lambda: root["dp"], (Shard(0),)), (lambda: root["tp"], (Partial(),)),
+        (lambda: root["dp"], (Partial(),)), (lambda: root, (Shard(0), Shard(1))), (lambda: other["tp"], (Shard(0),)),
+    ]
+    order = [0, 1, 0, 2, 3, 1, 4, 5, 0, 3, 2, 4, 5]
+
+    def calls() -> list[tuple]:
+        return [(DTensor.from_local(local, configs[i][0](), configs[i][1], run_check=False),) for i in order]
+
+    return {side: _run_calls(side, dtensor_step, calls()) for side in (T.STOCK, T.PLUGIN)} | {
+        "distinct": len(configs)}
+
+
+def measure_dtensor(world: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from ..testing import run_in_gloo_world
+
+    out: dict[str, Any] = {"name": f"DTensors on submeshes + an other-groups mesh (gloo x{world})"}
+    progress(f"spawning {world} ranks")
+    per_rank = run_in_gloo_world(dtensor_rank_main, world)
+    distinct = per_rank[0]["distinct"]
+    for side in (T.STOCK, T.PLUGIN):
+        # A call is right only if it is right on every rank.
+        runs = [r[side] for r in per_rank]
+        statuses = [next((s for s in call if s != "ok"), "ok") for call in zip(*(r["statuses"] for r in runs))]
+        out[side] = _summary(max(r["compiles"] for r in runs), statuses, distinct)
+    out["calls"], out["distinct_configs"] = out[T.PLUGIN]["calls"], distinct
+    return out
 
 
 def measure(name: str, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -128,4 +193,7 @@ def measure(name: str, progress: Callable[[str], None]) -> dict[str, Any]:
 
 
 def tasks(cfg: Any) -> list[Task]:
-    return [Task(f"recompiles {name}", lambda progress, name=name: measure(name, progress)) for name in STEPS]
+    out = [Task(f"recompiles {name}", lambda progress, name=name: measure(name, progress)) for name in STEPS]
+    if 4 in cfg.worlds:  # the DTensor workload needs a (2, 2) mesh
+        out.append(Task("recompiles DTensors gloo x4", lambda progress: measure_dtensor(4, progress)))
+    return out

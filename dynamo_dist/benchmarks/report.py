@@ -83,8 +83,14 @@ def step_table(rows: list[dict[str, Any]]) -> str:
     return "\n\n".join(part for part in (table, "\n".join(sorted(set(skipped)))) if part)
 
 
+def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if "error" not in r]
+
+
 def tables(result: dict[str, Any]) -> str:
-    """All sections present in ``result``, as markdown tables under headings."""
+    """All sections present in ``result``, as markdown tables under headings
+    (failed tasks listed after them)."""
+    result = {k: _ok(v) if isinstance(v, list) else v for k, v in result.items()}
     parts = []
     if result.get("compile_time"):
         parts.append("### 1. Trace + compile time (median of cold compiles)\n\n"
@@ -125,6 +131,7 @@ def _range(values: list[float]) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """The README's table: one line per goal."""
+    result = {k: _ok(v) if isinstance(v, list) else v for k, v in result.items()}
     rows = []
     ct = result.get("compile_time", [])
     for kind, label in (("queries", "query functions (eager)"), ("model", "TP models, all backends")):
@@ -154,9 +161,16 @@ def summary(result: dict[str, Any]) -> str:
     return _table(["benchmark", "figure", "goal", "met"], rows)
 
 
+def failures(result: dict[str, Any]) -> str:
+    from .suite import errors
+
+    failed = errors(result)
+    return "### Failed tasks\n\n" + "\n".join(f"- {line.splitlines()[0]}" for line in failed) if failed else ""
+
+
 def text(result: dict[str, Any]) -> str:
     """What the command prints."""
-    return f"{tables(result)}\n\n### Summary\n\n{summary(result)}\n"
+    return "\n\n".join(p for p in (tables(result), "### Summary\n\n" + summary(result), failures(result)) if p) + "\n"
 
 
 DOC_SKELETON = """# Benchmarks
@@ -176,7 +190,8 @@ def doc_block(result: dict[str, Any], note: str = "") -> str:
     parts = ["## Latest run", stamp(result)]
     if note:
         parts.append(note)
-    parts += ["### Summary", summary(result), tables(result)]
+    parts += ["### Summary", summary(result), tables(result), failures(result)]
+    parts = [p for p in parts if p]
     return "\n\n".join(parts)
 
 

@@ -64,8 +64,12 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
     local = from_dtensor_model(name, model, mesh)
     x = local_input(name, make_input(config, device=device), mesh)
     check_matches(model, local, x)
-    want = model(x).sum().detach()
-    model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        out = model(x)
+    want = out.sum()
+    # A loss sums ~numel values: compiled kernels may round each differently
+    # (inductor reorders), so the tolerance scales with the sum of magnitudes.
+    loss_atol = 1e-4 + 1e-5 * float(out.abs().sum())
 
     variants: dict[str, Callable[[], Any]] = {EAGER: lambda: _one_step(train_step, model, x)}
     counters: list[T.FrameCounter] = []
@@ -79,7 +83,8 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
                                      fullgraph=True)
             for _ in range(2):  # compile (forward and backward), then one warm step
                 got = _one_step(compiled, target, x).detach()
-            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(got, want, atol=loss_atol, rtol=1e-4,
+                                       msg=lambda m, v=f"{side} {backend}": f"{v}: loss differs from eager: {m}")
             counters.append(counter)
             variants[f"{side} {backend}"] = lambda c=compiled, t=target: _one_step(c, t, x)
     T.switch_keeping_caches(T.STOCK)

@@ -7,6 +7,7 @@ import datetime
 import os
 import platform
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,7 @@ class Config:
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
               compile_repeats=9, model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"),
-              guard_calls=20_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4),
+              guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4),
               step_backends=("aot_eager", "inductor"), step_repeats=7, step_steps=20, step_timeout=1800)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
@@ -75,7 +76,8 @@ def machine() -> dict[str, Any]:
 
 
 def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
-    """Run the chosen sections; the JSON-ready result."""
+    """Run the chosen sections; the JSON-ready result. A task that fails
+    leaves a row with its ``error`` (see ``errors``) and the run goes on."""
     import torch
 
     import dynamo_dist
@@ -99,7 +101,14 @@ def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", qu
     try:
         for section, task in tasks:
             progress.task(task.label)
-            result[section].append(task.run(progress))
+            hook = sys.excepthook  # init_process_group stacks a rank prefix on it, once per world
+            try:
+                result[section].append(task.run(progress))
+            except Exception as e:  # keep the other figures of a long run
+                traceback.print_exc()
+                result[section].append({"task": task.label, "error": f"{type(e).__name__}: {e}"[:2000]})
+            finally:
+                sys.excepthook = hook
     finally:
         torch.set_num_threads(threads)
         (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
@@ -108,3 +117,9 @@ def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", qu
     result["meta"]["seconds"] = round(progress.elapsed(), 1)
     print(f"done in {progress.elapsed():.0f}s", file=sys.stderr)
     return result
+
+
+def errors(result: dict[str, Any]) -> list[str]:
+    """``task: error`` for every task of ``result`` that failed."""
+    return [f"{row['task']}: {row['error']}" for section in SECTIONS for row in result.get(section, [])
+            if "error" in row]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,4 +64,7 @@ def run(args: argparse.Namespace) -> int:
         report.write_doc(args.write_doc, result, args.note)
     if args.update_readme:
         report.update_readme(args.update_readme, result)
-    return 0
+    failed = suite.errors(result)
+    for line in failed:
+        print(f"FAILED {line.splitlines()[0]}", file=sys.stderr)
+    return 1 if failed else 0
