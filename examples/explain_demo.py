@@ -20,7 +20,8 @@ def step(x, mesh, placements):
     if placements[0].is_shard():  # folds; guarded on the placement
         x = x / mesh.size(0)
     print("step done")  # a graph break (stock Dynamo)
-    return x + len(mesh._layout)  # an unsupported member (a dynamo_dist break)
+    tp.barrier()  # an eager collective (a dynamo_dist break)
+    return x
 
 
 @torch.compile

@@ -13,9 +13,9 @@ from dynamo_dist.testing import make_mesh
 pytestmark = pytest.mark.usefixtures("plugin")
 
 
-def mesh_layout_object(x, mesh):
+def submesh_private_attribute(x, mesh):
     x = x * 2  # some graph before the break, so the break is recorded
-    return x + len(mesh._layout)
+    return x + mesh["tp"]._rank  # no source to read it from, and stock has no handling
 
 
 def group_barrier(x, mesh):
@@ -49,7 +49,6 @@ def tensor_arg_to_query(x, mesh):
 
 
 BREAKING = [
-    mesh_layout_object,
     group_barrier,
     placement_private_method,
     init_mesh_inside,
@@ -95,3 +94,25 @@ def test_missing_attribute_is_attribute_error_as_in_eager(world8):
 
     out = torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1), mesh)
     torch.testing.assert_close(out, fn(torch.ones(1), mesh))
+
+
+def test_private_attribute_of_a_submesh_made_inside_is_a_clean_break(world8):
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    with pytest.raises(Unsupported, match="dynamo_dist: unsupported DeviceMesh member"):
+        torch.compile(submesh_private_attribute, backend="eager", fullgraph=True)(torch.ones(1), mesh)
+
+
+@pytest.mark.parametrize("attr", ["_layout", "_pg_registry", "_rank"])
+def test_other_mesh_attributes_of_an_input_are_read_like_any_python_attribute(world8, attr):
+    """Never worse than stock: stock compiles len(mesh._layout) and
+    len(mesh._pg_registry) (and crashes on mesh._rank)."""
+    from dynamo_dist.testing import compile_and_run, distributed_objects_in
+
+    def fn(x, mesh):
+        value = getattr(mesh, attr)
+        return x + (value if isinstance(value, int) else len(value))
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    run = compile_and_run(fn, torch.ones(1), mesh)
+    torch.testing.assert_close(run.compiled, run.eager)
+    assert distributed_objects_in(run.graphs[0]) == []

@@ -35,7 +35,7 @@ def print_in_the_middle(x, pg):
 
 def unsupported_member(x, mesh):
     x = x * 2
-    return x + len(mesh._layout)
+    return x + mesh["tp"]._rank
 
 
 def test_print_break_is_reported_at_the_users_line(capsys):
@@ -59,23 +59,25 @@ def test_print_break_is_reported_at_the_users_line(capsys):
 def test_attribute_break_that_skips_the_frame_is_reported():
     # A break in an attribute load cannot resume: Dynamo runs the frame
     # eagerly, and torch._dynamo.explain does not list it.
-    mesh = make_mesh((8,))
+    mesh = make_mesh((2, 4), ("dp", "tp"))
     report = dynamo_dist.explain(unsupported_member, backend="eager")(torch.ones(1), mesh)
-    [brk] = report.breaks
-    assert brk.line == line_of(unsupported_member, "_layout") and brk.file == __file__
-    assert brk.origin == "dynamo_dist" and brk.gb_type == "dynamo_dist: query result is not foldable"
-    assert "_MeshLayout" in brk.explanation
-    assert brk.hints == ["Compute it outside the compiled function and pass the result in."]
+    brk = report.breaks[0]
+    # (Running the frame eagerly, Dynamo then compiles the torch functions it
+    # calls, DeviceMesh.__getitem__, as frames of their own; their breaks follow.)
+    assert brk.line == line_of(unsupported_member, "_rank") and brk.file == __file__
+    assert brk.origin == "dynamo_dist" and brk.gb_type == "dynamo_dist: unsupported DeviceMesh member"
+    assert "DeviceMesh._rank" in brk.explanation
+    assert brk.hints[0] == "Move this access outside the compiled function and pass the result in."
     assert "eagerly" in brk.effect
 
 
 def test_fullgraph_break_is_recorded_and_raised():
-    mesh = make_mesh((8,))
+    mesh = make_mesh((2, 4), ("dp", "tp"))
     with explaining(backend="eager") as session:
         with pytest.raises(torch._dynamo.exc.Unsupported):
             torch.compile(unsupported_member, fullgraph=True)(torch.ones(1), mesh)
-    [brk] = session.report.breaks
-    assert brk.origin == "dynamo_dist" and brk.line == line_of(unsupported_member, "_layout")
+    brk = session.report.breaks[0]
+    assert brk.origin == "dynamo_dist" and brk.line == line_of(unsupported_member, "_rank")
     assert "fullgraph" in brk.effect
 
 

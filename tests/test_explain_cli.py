@@ -30,24 +30,25 @@ def test_demo_script_report_and_torch_logs(tmp_path):
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["counts"] == {"graphs": 5, "graph breaks": 2, "recompiles": 3, "compile failures": 0,
+    assert report["counts"] == {"graphs": 5, "graph breaks": 2, "recompiles": 4, "compile failures": 0,
                                 "collectives": 4}
     assert [(b["line"], b["origin"], b["gb_type"]) for b in report["breaks"]] == [
         (demo_line('print("step done")'), "stock Dynamo", "Failed to trace builtin operator"),
-        (demo_line("mesh._layout"), "dynamo_dist", "dynamo_dist: query result is not foldable"),
+        (demo_line("tp.barrier()"), "dynamo_dist", "dynamo_dist: unsupported ProcessGroup member"),
     ]
     reasons = [r["reason"] for r in report["recompiles"]]
     assert reasons[0] == "`placements[0]` changed from Shard(dim=0) to Replicate()"
     assert reasons[1].startswith("`mesh` has different process groups on dims 'dp', 'tp'")
-    assert reasons[2] == "placements of `t` changed from (Shard(dim=0),) to (Replicate(),)"
+    assert reasons[2].startswith("`tp` is a different process group")
+    assert reasons[3] == "placements of `t` changed from (Shard(dim=0),) to (Replicate(),)"
     ops = [(c["op"], c["shape"], c["ranks"]) for g in report["graphs"] for c in g["collectives"]]
     assert ops[0] == ("all_reduce", [4, 8], [0, 1, 2, 3]) and ops[-1] == ("all_gather_into_tensor", [2, 8],
                                                                            [0, 1, 2, 3])
-    assert "Graph breaks (2)" in proc.stdout and "Recompiles (3)" in proc.stdout
+    assert "Graph breaks (2)" in proc.stdout and "Recompiles (4)" in proc.stdout
     # TORCH_LOGS="+dynamo_dist" shows the plugin's decisions, through torch's log formatting
     assert "folded ProcessGroup.size() -> 4" in proc.stderr
     assert "guard dynamo_dist: `L['mesh']`" in proc.stderr
-    assert "graph break dynamo_dist: query result is not foldable" in proc.stderr
+    assert "graph break dynamo_dist: unsupported ProcessGroup member" in proc.stderr
 
 
 def test_under_torchrun_rank0_prints_and_compares(tmp_path):

@@ -258,7 +258,11 @@ def _funcol():
     import torch.distributed._functional_collectives as funcol
 
     def fn(x, pg, m):
-        return funcol.all_reduce(x, "sum", pg) + funcol.all_reduce(x, "sum", (m, 1))
+        gathered = funcol.all_gather_single(x, 0, pg)
+        scattered = funcol.reduce_scatter_tensor(gathered, "sum", 0, pg)
+        swapped = funcol.all_to_all_single(gathered, None, None, pg)
+        return (funcol.all_reduce(x, "sum", pg) + funcol.all_reduce(x, "sum", (m, 1)) + scattered,
+                funcol.all_gather_tensor(x, 0, pg).shape, swapped.shape)
 
     m = _mesh2d()
     return fn, [(torch.ones(4), m.get_group("tp"), m)]

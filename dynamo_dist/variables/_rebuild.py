@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch._dynamo
 
+
+# Run as plain Python: Dynamo must not compile the torch.distributed frames a
+# replay calls (DeviceMesh.get_group ...) as frames of their own.
+@torch._dynamo.disable
 def apply_steps(obj: Any, steps: tuple) -> Any:
     """Replay ``steps`` on ``obj``: ("attr", name) | ("call", name, args, kwargs)
     | ("item", key). Used to rebuild a submesh or group from its parent."""

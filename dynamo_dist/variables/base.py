@@ -324,10 +324,20 @@ class DistObjectVariable(C.VariableTracker):
             from torch._dynamo.variables.functions import UserFunctionVariable
 
             return UserFunctionVariable(static).call_function(tx, [self, *call[0]], call[1])
-        if stock_kind == "use_real" or isinstance(static, property):
-            if call is not None:
+        if call is not None:
+            if stock_kind == "use_real" or isinstance(static, property):
                 return self.evaluate(tx, name, True, *call)
-            return self.evaluate(tx, name, False, [], {})
+        else:
+            value = getattr(self.value, name)
+            if (stock_kind == "use_real" or isinstance(static, property)) and _foldable(value):
+                return self.evaluate(tx, name, False, [], {})
+            # Another attribute (``mesh._layout``, ``mesh._pg_registry``): read
+            # it as Dynamo reads any Python object's attribute, guarded at its
+            # source, so such code is never worse than on stock.
+            if self.source is not None:
+                return C.VariableBuilder(tx, C.AttrSource(self.source, name))(value)
+            if stock_kind is not None:
+                return self.stock_tracker(tx).var_getattr(tx, name)
         graph_break(
             f"unsupported {self.LABEL} member",
             f"{cls.__name__}.{name}",
@@ -338,6 +348,16 @@ class DistObjectVariable(C.VariableTracker):
                 f"Supported {self.LABEL} members: {', '.join(sorted(self.MEMBERS))}.",
             ],
         )
+
+
+def _foldable(value: Any) -> bool:
+    """Can ``wrap_value`` represent this answer (constants, distributed objects
+    and tuples/lists of them)?"""
+    from . import registry
+
+    if isinstance(value, (tuple, list)):
+        return all(_foldable(v) for v in value)
+    return C.ConstantVariable.is_literal(value) or registry.tracker_for(value) is not None
 
 
 class ImportableObjectVariable(C.VariableTracker):

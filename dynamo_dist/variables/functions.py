@@ -18,19 +18,22 @@ from .base import (
     raise_like_eager,
     wrap_value,
 )
-from .members import DIST_FUNCTIONS, Kind
+from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind
 from .runtime_rank import runtime_rank_in
+
+_FUNCTIONS = {**DIST_FUNCTIONS, **C10D_GROUP_HELPERS}
 
 
 @functools.cache
 def dist_functions() -> dict[Any, str]:
     """The function objects we handle, mapped to their table name."""
     import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
     from torch.distributed.device_mesh import init_device_mesh
 
     found = {}
-    for name in DIST_FUNCTIONS:
-        fn = init_device_mesh if name == "init_device_mesh" else getattr(dist, name, None)
+    for name in _FUNCTIONS:
+        fn = init_device_mesh if name == "init_device_mesh" else getattr(dist, name, getattr(c10d, name, None))
         if fn is not None:
             found[fn] = name
     return found
@@ -44,7 +47,7 @@ class DistFunctionVariable(ImportableObjectVariable):
         self.name = name
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> C.VariableTracker:
-        member = DIST_FUNCTIONS[self.name]
+        member = _FUNCTIONS[self.name]
         what = f"torch.distributed.{self.name}"
         if member.kind is Kind.BREAK:
             graph_break(

@@ -101,6 +101,15 @@ DIST_FUNCTIONS: dict[str, Member] = {
     ),
 }
 
+# c10d helpers that functional collectives call on the group they are given
+# (stock folds them only for its own group tracker). Internal: not in the
+# coverage table; the funcol cases exercise them.
+C10D_GROUP_HELPERS: dict[str, Member] = {
+    name: Member(Kind.FOLD, method=True)
+    for name in ("_get_group_size_by_name", "_get_group_tag", "_rank_not_in_group",
+                 "_resolve_group_name_by_ranks_and_tag")
+}
+
 # DTensor members and functions. Attributes are read through the trackers
 # above; the operations become one graph call each (variables/dtensor.py).
 DTENSOR_MEMBERS: dict[str, Member] = {
