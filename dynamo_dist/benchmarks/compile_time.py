@@ -19,6 +19,7 @@ side fills it before sampling starts).
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from typing import Any, Callable, Iterator
 
@@ -119,6 +120,7 @@ def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend
     torch._dynamo.reset()
     counter = T.FrameCounter(backend)
     compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    gc.collect()  # a full collection left over from the last sample is not this compile's
     start, cpu = time.perf_counter(), T.cpu_seconds()
     out = compiled(*args)
     if isinstance(out, torch.Tensor) and out.requires_grad:

@@ -129,21 +129,31 @@ def _range(values: list[float]) -> str:
     return f"{lo:.2f}" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}"
 
 
+def _met(ratio: float, goal: float) -> str:
+    if ratio <= goal:
+        return "yes"
+    return "within 5%" if ratio <= goal * 1.05 else "no"
+
+
 def summary(result: dict[str, Any]) -> str:
-    """The README's table: one line per goal."""
+    """The README's table: one line per goal. Compile time and guard cost
+    are judged on CPU time (steady on a busy machine, equal to wall time on
+    an idle one); step time on wall time (it includes waiting for peers)."""
     result = {k: _ok(v) if isinstance(v, list) else v for k, v in result.items()}
     rows = []
     ct = result.get("compile_time", [])
     for kind, label in (("queries", "query functions (eager)"), ("model", "TP models, all backends")):
-        ratios = [r["ratio"] for r in ct if r["kind"] == kind]
-        if ratios:
-            rows.append([f"trace + compile time, {label}", f"plugin / stock {_range(ratios)}", "<= 1.0",
-                         "yes" if max(ratios) <= 1.0 else "no"])
+        wall = [r["ratio"] for r in ct if r["kind"] == kind]
+        cpu = [r["cpu_ratio"] for r in ct if r["kind"] == kind]
+        if cpu:
+            rows.append([f"trace + compile time, {label}",
+                         f"plugin / stock: CPU {_range(cpu)} (wall {_range(wall)})", "<= 1.0",
+                         _met(max(cpu), 1.0)])
     for r in result.get("guard_cost", []):
         o = r["overhead_us"]
         rows.append([f"guard overhead per call, {r['name']}",
                      f"stock {o['stock']:.1f} us, plugin {o['plugin']:.1f} us (x{r['overhead_ratio']:.2f})",
-                     "<= 1.0", "yes" if r["overhead_ratio"] <= 1.0 else "no"])
+                     "<= 1.0", _met(r["overhead_ratio"], 1.0)])
     for r in result.get("recompiles", []):
         s, p = r["stock"], r["plugin"]
         rows.append([f"recompiles, {r['name']} ({r['calls']} calls, {r['distinct_configs']} configurations)",
@@ -155,9 +165,11 @@ def summary(result: dict[str, Any]) -> str:
         if "skipped" in r:
             continue
         for backend, ratio in r["ratio_to_handwritten"].items():
+            cpu = r.get("cpu_ratio_to_handwritten", {}).get(backend, {})
             rows.append([f"step time, {r['model']}, {r['comm']} x{r['world']}, {backend}",
-                         f"plugin / hand-written {ratio['plugin']:.2f} (stock {ratio['stock']:.2f}, "
-                         f"eager {ratio['eager']:.2f})", "<= 1.05", "yes" if ratio["plugin"] <= 1.05 else "no"])
+                         f"plugin / hand-written {ratio['plugin']:.2f} (CPU {_f(cpu.get('plugin'))}; "
+                         f"stock {ratio['stock']:.2f}, eager {ratio['eager']:.2f})", "<= 1.05",
+                         "yes" if ratio["plugin"] <= 1.05 else "no"])
     return _table(["benchmark", "figure", "goal", "met"], rows)
 
 
@@ -214,9 +226,9 @@ def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCH
 
     with open(path) as f:
         text_ = f.read()
-    meta = result["meta"]
-    body = (f"{summary(result)}\n\n{meta['machine']['cpu']}, {meta['machine']['cores']} cores, "
-            f"torch {meta['machine']['torch']}, {meta['date']}; every figure, the method and the command: "
-            f"[{doc_link}]({doc_link}).")
+    meta, m = result["meta"], result["meta"]["machine"]
+    load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
+    body = (f"{summary(result)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
+            f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
     with open(path, "w") as f:
         f.write(replace_block(text_, README_MARKER, body))
