@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from hypothesis import strategies as st
 
-from .specs import REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
+from .specs import DTENSOR_OPS, REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
 
 # ---------------------------------------------------------------------------
 # The query grammar.
@@ -276,12 +276,18 @@ class _Builder:
             _Expr("max([p.dim for p in ps if p.is_shard()] or [-1])", "int", ps_all),
             _Expr("sorted(str(p) for p in ps)", "seq", ps_all),
         ]
+        # Members only some placements have: drawn half of the time when present.
+        specific = []
         if isinstance(value, Shard) or type(value).__name__ == "_StridedShard":
-            opts.append(_Expr(f"{code}.dim", "int", t))
+            specific.append(_Expr(f"{code}.dim", "int", t))
         if isinstance(value, Partial):
-            opts.append(_Expr(f"{code}.reduce_op", "str", t))
+            specific.append(_Expr(f"{code}.reduce_op", "str", t))
         if type(value).__name__ == "_StridedShard":
-            opts.append(_Expr(f"{code}.split_factor", "int", t))
+            specific.append(_Expr(f"{code}.split_factor", "int", t))
+        if hasattr(value, "tag"):  # specs.TaggedShard, a user-defined placement
+            specific += [_Expr(f"{code}.tag", "int", t), _Expr(f"{code}.weight()", "int", t)]
+        if specific and self.draw(st.booleans()):
+            return self.pick(specific)
         return self.pick(opts)
 
     def escape(self) -> _Expr:
@@ -516,52 +522,83 @@ def _statement(draw: Any, builder: _Builder) -> None:
 # local shards.
 
 
-@st.composite
-def dtensor_programs(draw: Any, spec: DTensorSpec, *, max_ops: int = 4) -> Program:
-    """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec``:
-    elementwise ops, ``sum``, ``matmul`` and ``redistribute`` to generated
-    placements, branches on ``d.placements``; returns ``full_tensor()`` and
-    ``to_local()`` of the result."""
-    from .strategies import placements as placements_st
+@dataclass
+class _DTensorBuilder:
+    spec: DTensorSpec
+    ops: tuple[str, ...]
+    lines: list[str] = field(default_factory=list)
+    ndim: int = 0
 
-    ndim = len(spec.shape)
-    mesh_ndim = len(spec.mesh.shape)
-    lines = ["def f(d, mesh):"]
-    cur_ndim = ndim
-    is_float = spec.dtype.is_floating_point
-    for _ in range(draw(st.integers(1, max_ops))):
-        ops = ["elementwise", "redistribute", "branch"]
-        if cur_ndim >= 1:
-            ops.append("sum")
-        if cur_ndim == 2 and is_float:
-            ops.append("matmul")
+    def statement(self, draw: Any) -> None:
+        from .strategies import placements as placements_st
+
+        mesh_ndim = len(self.spec.mesh.shape)
+        is_float = self.spec.dtype.is_floating_point
+        ops = [op for op in self.ops if not (
+            (op in ("sum",) and self.ndim == 0) or (op == "matmul" and (self.ndim != 2 or not is_float))
+            or (op == "redistribute_strided" and self.ndim == 0)
+        )] or ["elementwise"]
         op = draw(st.sampled_from(ops))
+        add = self.lines.append
         if op == "elementwise":
             expr = draw(st.sampled_from(
                 ["d + 1", "d * 2", "d - d", "d * d", "-d", "d.abs()", "d + d"]
                 + (["torch.relu(d)", "d.sin()", "d / 2"] if is_float else [])
             ))
-            lines.append(f"    d = {expr}")
-        elif op == "redistribute":
-            target = draw(placements_st(mesh_ndim, cur_ndim, partial=False, strided=False))
-            lines.append(f"    d = d.redistribute(mesh, [{', '.join(placement_code(p) for p in target)}])")
+            add(f"    d = {expr}")
+        elif op in ("redistribute", "redistribute_strided", "distribute"):
+            target = draw(placements_st(mesh_ndim, self.ndim, partial=False, strided=op == "redistribute_strided"))
+            code = ", ".join(placement_code(p) for p in target)
+            if op == "distribute":
+                add(f"    d = distribute_tensor(d.full_tensor(), mesh, [{code}])")
+            else:
+                add(f"    d = d.redistribute(mesh, [{code}])")
         elif op == "branch":
             i = draw(st.integers(0, mesh_ndim - 1))
-            lines.append(f"    if d.placements[{i}].is_shard():")
-            lines.append(f"        d = d * {draw(st.integers(2, 3))}")
-            lines.append("    else:")
-            lines.append("        d = d + 1")
+            add(f"    if d.placements[{i}].is_shard():")
+            add(f"        d = d * {draw(st.integers(2, 3))}")
+            add("    elif d.placements[{}].is_partial():".format(i))
+            add("        d = d.redistribute(mesh, [Replicate()] * mesh.ndim)")
+            add("    else:")
+            add("        d = d + 1")
+        elif op == "query":
+            add("    d = " + draw(st.sampled_from([
+                "d * d.device_mesh.size()",
+                "d + len(d.placements)",
+                "d + sum(p.is_shard() for p in d.placements)",
+                "d * (2 if d.device_mesh == mesh else 3)",
+                "d + d.device_mesh.get_local_rank(0)",
+            ])))
         elif op == "sum":
             if draw(st.booleans()):
-                lines.append("    d = d.sum()")
-                cur_ndim = 0
+                add("    d = d.sum()")
+                self.ndim = 0
             else:
-                dim = draw(st.integers(0, cur_ndim - 1))
-                lines.append(f"    d = d.sum({dim})")
-                cur_ndim -= 1
+                add(f"    d = d.sum({draw(st.integers(0, self.ndim - 1))})")
+                self.ndim -= 1
+        elif op == "matmul":
+            add("    d = torch.mm(d, d.transpose(0, 1).redistribute(mesh, [Replicate()] * mesh.ndim))")
         else:
-            lines.append("    d = torch.mm(d, d.transpose(0, 1).redistribute(mesh, "
-                         f"[{', '.join(['Replicate()'] * mesh_ndim)}]))")
-    lines.append("    return d.full_tensor(), d.to_local()")
-    return Program("\n".join(lines) + "\n")
+            check = op == "from_local_checked"
+            add(f"    d = DTensor.from_local(d.to_local(), mesh, d.placements, run_check={check}, "
+                "shape=d.shape, stride=d.stride())")
 
+
+@st.composite
+def dtensor_programs(draw: Any, spec: DTensorSpec, *, max_ops: int = 4,
+                     ops: tuple[str, ...] = DTENSOR_OPS) -> Program:
+    """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec``: a
+    few of ``ops`` (elementwise math, ``redistribute`` (to ``_StridedShard``
+    too), branches on ``d.placements``, folded ``d.device_mesh`` /
+    ``d.placements`` queries, ``sum``, ``matmul``, ``DTensor.from_local``
+    round trips, ``distribute_tensor``); returns ``full_tensor()``,
+    ``to_local()`` and the placements."""
+    b = _DTensorBuilder(spec, ops, ["def f(d, mesh):"], len(spec.shape))
+    draw(st.lists(_dtensor_statement(b), min_size=1, max_size=max_ops))
+    b.lines.append("    return d.full_tensor(), d.to_local(), d.placements")
+    return Program("\n".join(b.lines) + "\n")
+
+
+@st.composite
+def _dtensor_statement(draw: Any, builder: _DTensorBuilder) -> None:
+    builder.statement(draw)

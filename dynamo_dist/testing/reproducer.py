@@ -31,6 +31,7 @@ from dynamo_dist.testing.specs import (
     Program,
     QueryExample,
     QueryInputs,
+    TaggedShard,
     World,
 )
 """

@@ -19,6 +19,11 @@ from typing import Any, Callable, Iterator
 import torch
 
 REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "min", "max", "product", "band", "bor", "bxor")
+# The statements of generated DTensor programs (``programs.dtensor_programs``).
+DTENSOR_OPS: tuple[str, ...] = (
+    "elementwise", "redistribute", "redistribute_strided", "branch", "query", "sum", "matmul",
+    "from_local", "from_local_checked", "distribute",
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,24 @@ class DTensorExample:
 
 
 # ---------------------------------------------------------------------------
+# A user-defined placement, as users write them: a Shard subclass with its own
+# state and methods, inheriting Shard's ``__eq__`` (which compares ``dim`` only).
+
+from torch.distributed.tensor.placement_types import Shard as _Shard  # noqa: E402
+
+
+class TaggedShard(_Shard):
+    """``Shard(dim)`` with a ``tag`` its inherited ``__eq__`` ignores."""
+
+    def __init__(self, dim: int, tag: int = 0) -> None:
+        super().__init__(dim)
+        self.tag = tag
+
+    def weight(self) -> int:
+        return self.tag * 10 + self.dim
+
+
+# ---------------------------------------------------------------------------
 # Source form of specs (for reproducer scripts).
 
 
@@ -204,6 +227,8 @@ def placement_code(p: Any) -> str:
         return f"Partial({p.reduce_op!r})"
     if name == "Replicate":
         return "Replicate()"
+    if isinstance(p, TaggedShard):
+        return f"TaggedShard({p.dim}, tag={p.tag})"
     raise TypeError(f"no source form for placement {p!r}")
 
 
@@ -311,7 +336,7 @@ def mesh_key(mesh: Any) -> tuple:
 def placement_key(p: Any) -> tuple:
     """A placement's value: exact type and defining fields."""
     return (type(p).__qualname__, getattr(p, "dim", None), getattr(p, "split_factor", None),
-            getattr(p, "reduce_op", None))
+            getattr(p, "reduce_op", None), tuple(sorted(getattr(p, "__dict__", {}).items())))
 
 
 @contextlib.contextmanager

@@ -23,10 +23,11 @@ for ``python -m dynamo_dist fuzz``).
 
 from __future__ import annotations
 
+import copy
 import itertools
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from .programs import dtensor_programs, query_programs
@@ -68,6 +69,9 @@ _COMMON = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                            HealthCheck.function_scoped_fixture],
     print_blob=True,
+    # No "explain" phase: it re-runs a failing example many more times (each a
+    # compile) only to annotate the report.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
 settings.register_profile(CI_PROFILE, derandomize=True, database=None, max_examples=40, **_COMMON)
 settings.register_profile(LONG_PROFILE, derandomize=False, database=None, max_examples=1000, **_COMMON)
@@ -116,8 +120,10 @@ def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None) 
 
 
 def _placement(tensor_ndim: int, partial: bool, strided: bool,
-               reduce_ops: tuple[str, ...]) -> st.SearchStrategy[Any]:
+               reduce_ops: tuple[str, ...], user: bool = False) -> st.SearchStrategy[Any]:
     from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+    from .specs import TaggedShard
 
     options: list[st.SearchStrategy[Any]] = [st.just(Replicate())]
     if tensor_ndim > 0:
@@ -125,6 +131,8 @@ def _placement(tensor_ndim: int, partial: bool, strided: bool,
         options.insert(0, dims.map(Shard))
         if strided:
             options.append(st.builds(lambda d, f: _StridedShard(d, split_factor=f), dims, st.integers(1, 4)))
+        if user:
+            options.append(st.builds(TaggedShard, dims, st.integers(0, 2)))
     if partial:
         options.append(st.sampled_from(reduce_ops).map(Partial))
     return st.one_of(options)
@@ -137,11 +145,13 @@ def placements(
     partial: bool = True,
     strided: bool = True,
     reduce_ops: tuple[str, ...] = REDUCE_OPS,
+    user: bool = False,
 ) -> st.SearchStrategy[tuple[Any, ...]]:
     """One placement per mesh dim for a ``tensor_ndim``-D tensor:
     ``Shard(d)``, ``Replicate()``, ``Partial(op)`` for each op in
-    ``reduce_ops`` (all of ``torch``'s by default), ``_StridedShard(d, f)``."""
-    one = _placement(tensor_ndim, partial, strided, reduce_ops)
+    ``reduce_ops`` (all of ``torch``'s by default), ``_StridedShard(d, f)``,
+    and with ``user=True`` a user-defined subclass (``specs.TaggedShard``)."""
+    one = _placement(tensor_ndim, partial, strided, reduce_ops, user)
     return st.tuples(*[one] * mesh_ndim)
 
 
@@ -195,7 +205,7 @@ def query_inputs(draw: Any, world: World) -> tuple[QueryInputs, int]:
     tensor_ndim = draw(st.integers(1, 3))
     mesh_ndim = len(mesh.shape_and_names()[0])
     length = draw(st.sampled_from([mesh_ndim, mesh_ndim, 1, 2, 3]))
-    ps = draw(placements(length, tensor_ndim))
+    ps = draw(placements(length, tensor_ndim, user=True))
     group = draw(st.one_of(st.just(GroupArg()), st.integers(0, mesh_ndim - 1).map(lambda d: GroupArg(mesh, d))))
     return QueryInputs(mesh, ps, group), tensor_ndim
 
@@ -239,12 +249,18 @@ def _vary_inputs(draw: Any, world: World, a: QueryInputs, tensor_ndim: int) -> Q
     else:
         mesh_b = draw(_mesh_args(world, draw(meshes(world))))
     ps_b = a.placements
-    change = draw(st.sampled_from(["keep", "keep", "one", "all"]))
-    if change == "one" and ps_b:
+    change = draw(st.sampled_from(["keep", "keep", "one", "all", "equal", "equal"]))
+    if change == "equal":
+        # New objects, equal by ==; a user placement's own state may differ.
+        from .specs import TaggedShard
+
+        ps_b = tuple(TaggedShard(p.dim, draw(st.integers(0, 2))) if isinstance(p, TaggedShard)
+                     else copy.copy(p) for p in ps_b)
+    elif change == "one" and ps_b:
         i = draw(st.integers(0, len(ps_b) - 1))
-        ps_b = ps_b[:i] + draw(placements(1, tensor_ndim)) + ps_b[i + 1:]
+        ps_b = ps_b[:i] + draw(placements(1, tensor_ndim, user=True)) + ps_b[i + 1:]
     elif change == "all":
-        ps_b = draw(placements(draw(st.integers(1, 3)), tensor_ndim))
+        ps_b = draw(placements(draw(st.integers(1, 3)), tensor_ndim, user=True))
     mesh_ndim = len(mesh_b.shape_and_names()[0])
     group = draw(st.sampled_from(["keep", "keep", "world", "dim"]))
     if group == "keep" and (a.group.mesh is None or a.group.dim < mesh_ndim):
@@ -281,7 +297,12 @@ def guard_examples(draw: Any) -> GuardExample:
 
 
 @st.composite
-def dtensor_examples(draw: Any, world: World | int = 2) -> DTensorExample:
-    """A DTensor spec on a 2-rank world and a DTensor program for it."""
-    spec = draw(dtensor_specs(world))
-    return DTensorExample(spec, draw(dtensor_programs(spec)))
+def dtensor_examples(draw: Any, world: World | int = 2, *, ops: tuple[str, ...] | None = None,
+                     strided: bool | None = None) -> DTensorExample:
+    """A DTensor spec on a 2-rank world and a DTensor program for it. By
+    default, only what is expected to compile (``properties.DTENSOR_OPS``,
+    ``properties.DTENSOR_STRIDED_INPUTS``)."""
+    from .properties import DTENSOR_OPS, DTENSOR_STRIDED_INPUTS
+
+    spec = draw(dtensor_specs(world, strided=DTENSOR_STRIDED_INPUTS if strided is None else strided))
+    return DTensorExample(spec, draw(dtensor_programs(spec, ops=DTENSOR_OPS if ops is None else ops)))
