@@ -4,8 +4,18 @@ shrunk example, checked by the property that found it."""
 import pytest
 from torch.distributed.tensor.placement_types import Replicate
 
-from dynamo_dist.testing.properties import check_query
-from dynamo_dist.testing.specs import GroupArg, MeshArg, MeshSpec, Program, QueryExample, QueryInputs, World
+from dynamo_dist.testing.properties import check_guards, check_query
+from dynamo_dist.testing.specs import (
+    GroupArg,
+    GuardExample,
+    MeshArg,
+    MeshSpec,
+    Program,
+    QueryExample,
+    QueryInputs,
+    TaggedShard,
+    World,
+)
 
 
 def query(world, mesh, placements, group, body):
@@ -38,3 +48,46 @@ def test_uninstall_restores_builtin_str():
     with dynamo_dist.enabled():
         assert BuiltinVariable.__dict__["call_str"] is not before
     assert BuiltinVariable.__dict__["call_str"] is before
+
+
+def guard(world, inputs_a, inputs_b, body):
+    """Compile with A, call with B; ``body``: (line, inputs the line reads)."""
+    lines = ["def f(x, mesh, ps, pg):", "    x = x + 1"]
+    touches = []
+    for line, reads in body:
+        lines.append(f"    {line}")
+        if reads:
+            touches.append((len(lines), frozenset(reads)))
+    return GuardExample(world, inputs_a, world, inputs_b, Program("\n".join(lines) + "\n", tuple(touches)))
+
+
+# `guards`: a user-defined placement (a Shard subclass with its own state,
+# inheriting Shard.__eq__, which compares dim only) was guarded by __eq__
+# alone, so an answer read from its state went stale: compiled for
+# TaggedShard(0, tag=0), called with TaggedShard(0, tag=1), it returned tag 0
+# (stock recompiles). Fixed: the guard also compares the instance state.
+_MESH = MeshArg(MeshSpec((1,), ("dp",)))
+_TAG0 = QueryInputs(_MESH, (TaggedShard(0, tag=0),), GroupArg())
+_TAG1 = QueryInputs(_MESH, (TaggedShard(0, tag=1),), GroupArg())
+USER_PLACEMENT_STATE = [
+    # The fuzzer's shrunk example (the frame rule: ps[0]'s value was read).
+    guard(World(1, 0), _TAG0, _TAG1, [
+        ("v1 = []", ()),
+        ("for p in ps:", ("ps", "ps[*]")),
+        ("    if p.is_shard():", ("ps", "ps[*]")),
+        ("        v1.append(p.dim)", ("ps", "ps[*]")),
+        ("return x, (v1,)", ()),
+    ]),
+    # The stale answer itself: state read directly and through a user method.
+    guard(World(1, 0), _TAG0, _TAG1, [
+        ("v0 = ps[0].tag", ("ps", "ps[0]")),
+        ("v1 = ps[0].weight()", ("ps", "ps[0]")),
+        ("x = x + v1", ()),
+        ("return x, (v0, v1)", ()),
+    ]),
+]
+
+
+@pytest.mark.parametrize("example", USER_PLACEMENT_STATE, ids=["shrunk", "stale tag"])
+def test_user_placement_state_is_guarded(example):
+    check_guards(example)

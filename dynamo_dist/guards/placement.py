@@ -1,11 +1,13 @@
 """Placement guards: exact type plus equality of the fields that define it.
 
 Built-in placements are guarded with C++ guards only (``TYPE_MATCH`` and an
-``EQUALS_MATCH`` per field); other placements with their own ``__eq__``.
+``EQUALS_MATCH`` per field); other placements with their own ``__eq__`` and
+equal instance state (``__dict__``).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -36,6 +38,21 @@ def install_placement_guard(source: Any, placement: Any) -> None:
         return
 
     def make_check(p_now: Any):
-        return lambda p: p == p_now
+        # Its __eq__ may ignore state its members read (a Shard subclass with
+        # its own fields inherits Shard.__eq__, which compares dim only): the
+        # instance state must match too.
+        state = getattr(p_now, "__dict__", {})
+        try:
+            state = copy.deepcopy(state)
+        except Exception:
+            state = dict(state)
+
+        def check(p: Any) -> bool:
+            try:
+                return bool(p == p_now) and getattr(p, "__dict__", {}) == state
+            except Exception:
+                return False
+
+        return check
 
     install_predicate(source, make_check, f"dynamo_dist: `{source.name}` == {placement!r}")
