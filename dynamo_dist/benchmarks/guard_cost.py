@@ -8,14 +8,15 @@ guard evaluation, frame evaluation, argument extraction and output handling.
 
 Set-up: a fake 8-rank world seen from rank 3 (guards never talk to other
 ranks, so a fake world measures exactly what a real one would), a (2, 4)
-("dp", "tp") mesh, backend ``eager``. A second function takes the same
-mesh/placements/group with plain tensors, to separate the DTensor guards from
-ours; a third is the forward of the tensor-parallel transformer block (its
-guards cover the module tree and the DTensor parameters). Each side compiles its own copy once; samples then alternate
-stock / plugin, each sample timing ``calls`` compiled calls and ``calls``
-bare calls interleaved in four chunks. Times are CPU time of this
-(single-threaded) process: the same as wall time on an idle machine, but not
-inflated when a busy machine preempts the loop.
+("dp", "tp") mesh, backend ``eager``. More cases: the same mesh, placements
+and group with plain tensors (our guards without the DTensor ones); an equal
+*new* submesh object on every call (the mesh guard's fingerprint path); the
+forward of the tensor-parallel transformer block (``aot_eager``; guards on
+the module tree and the DTensor parameters). Each side compiles its own copy
+once; samples then alternate stock / plugin, each sample timing ``calls``
+compiled calls and ``calls`` bare calls interleaved in four chunks. Times are
+CPU time of this (single-threaded) process: the same as wall time on an idle
+machine, but not inflated when a busy machine preempts the loop.
 """
 
 from __future__ import annotations

@@ -112,6 +112,7 @@ def _nccl_rank(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
     import torch.distributed as dist
 
     try:
+        torch.cuda.set_device(rank % torch.cuda.device_count())  # before NCCL picks a device
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
         try:
             out.put((rank, True, fn(*args)))
