@@ -322,15 +322,15 @@ PROPERTIES: dict[str, Property] = {
     p.name: p
     for p in [
         Property("query", "compiled == eager for generated query programs (fullgraph, zero breaks)",
-                 _strategy("query_examples", "query"), f"{_HERE}:check_query", ci_examples=100),
+                 _strategy("query_examples", "query"), f"{_HERE}:check_query", ci_examples=150),
         Property("escapes", "escaping placements, meshes and groups equal the eager ones",
-                 _strategy("query_examples", "escapes"), f"{_HERE}:check_escapes", ci_examples=60),
+                 _strategy("query_examples", "escapes"), f"{_HERE}:check_escapes", ci_examples=100),
         Property("guards", "compile with A, call with B: eager(B), recompile exactly when a folded answer differs",
-                 _strategy("guard_examples"), f"{_HERE}:check_guards", ci_examples=100),
+                 _strategy("guard_examples"), f"{_HERE}:check_guards", ci_examples=150),
         Property("wild", "no InternalTorchDynamoError, whatever is generated; compiled == eager or same exception",
-                 _strategy("query_examples", "wild"), f"{_HERE}:check_wild", ci_examples=60),
+                 _strategy("query_examples", "wild"), f"{_HERE}:check_wild", ci_examples=100),
         Property("dtensor", "DTensor numerics on a 2-rank gloo world, compiled vs eager on every rank",
-                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=25, long_share=0.1,
+                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=40, long_share=0.1,
                  gloo=True),
     ]
 }
@@ -344,6 +344,10 @@ DTENSOR_EXCLUDED: dict[str, str] = {
     "redistribute_strided": (
         "d.redistribute(mesh, [_StridedShard(0, split_factor=2)]) crashes stock and plugin alike with "
         "InternalTorchDynamoError: PendingUnbackedSymbolNotFound (any shape, from Shard or Replicate)"
+    ),
+    "strided inputs": (
+        "any collective out of a _StridedShard(split_factor > 1) input (full_tensor(), redistribute) crashes "
+        "stock and plugin alike with the same PendingUnbackedSymbolNotFound; local ops (d + 1, to_local) work"
     ),
 }
 DTENSOR_OPS: tuple[str, ...] = tuple(op for op in ALL_DTENSOR_OPS if op not in DTENSOR_EXCLUDED)

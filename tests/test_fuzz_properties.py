@@ -1,0 +1,95 @@
+"""The fuzzing properties, on a bounded CI profile.
+
+Derandomized (the same examples on every machine, no example database), a
+few dozen examples per property; ``python -m dynamo_dist fuzz`` runs the long
+profile. Each test calls the same check the CLI and the reproducer scripts
+call (``dynamo_dist.testing.properties``).
+"""
+
+import contextlib
+
+import pytest
+import torch
+from hypothesis import given, reject, settings
+
+import dynamo_dist
+from dynamo_dist.testing import strategies as S
+from dynamo_dist.testing.properties import (
+    PROPERTIES,
+    InvalidExample,
+    check_dtensor,
+    check_escapes,
+    check_guards,
+    check_query,
+    check_wild,
+    gloo_pool,
+)
+from dynamo_dist.testing.specs import GroupArg, GuardExample, MeshArg, MeshSpec, Program, QueryInputs, World
+
+
+def ci(prop: str):
+    return settings(settings.get_profile(S.CI_PROFILE), max_examples=PROPERTIES[prop].ci_examples)
+
+
+@ci("query")
+@given(S.query_examples("query"))
+def test_query_programs_compile_like_eager(example):
+    check_query(example)
+
+
+@ci("escapes")
+@given(S.query_examples("escapes"))
+def test_escaping_objects_equal_eager(example):
+    check_escapes(example)
+
+
+@ci("guards")
+@given(S.guard_examples())
+def test_guards_recompile_exactly_when_a_folded_answer_changes(example):
+    check_guards(example)
+
+
+@ci("wild")
+@given(S.query_examples("wild"))
+def test_no_internal_dynamo_error_whatever_is_generated(example):
+    check_wild(example)
+
+
+@pytest.fixture(scope="module")
+def gloo2():
+    with gloo_pool(2) as pool:
+        yield pool
+
+
+@ci("dtensor")
+@given(example=S.dtensor_examples())
+def test_dtensor_numerics_on_two_gloo_ranks(gloo2, example):
+    try:
+        check_dtensor(example)
+    except InvalidExample:
+        reject()
+
+
+# The guard property has teeth: on stock torch it finds the stale answer for
+# another process group (a known stock fault).
+
+STALE_GROUP = GuardExample(
+    world_a=World(8, 3),
+    inputs_a=QueryInputs(MeshArg(MeshSpec((2, 4))), (), GroupArg(MeshArg(MeshSpec((2, 4))), 0)),
+    world_b=World(8, 3),
+    inputs_b=QueryInputs(MeshArg(MeshSpec((2, 4))), (), GroupArg(MeshArg(MeshSpec((2, 4))), 1)),
+    program=Program("def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = pg.size()\n    x = x + v0\n"
+                    "    return x, (v0,)\n", ((3, frozenset({"pg"})),)),
+)
+
+
+def test_guard_property_passes_with_the_plugin():
+    check_guards(STALE_GROUP)
+
+
+def test_guard_property_catches_stock_stale_group_answer(monkeypatch):
+    monkeypatch.setattr(dynamo_dist, "enabled", contextlib.nullcontext)
+    assert not dynamo_dist.is_installed()
+    with pytest.raises(AssertionError, match="compiled != eager"):
+        check_guards(STALE_GROUP)
+    torch._dynamo.reset()
