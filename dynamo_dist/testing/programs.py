@@ -309,9 +309,10 @@ class _Builder:
             _Expr(g.code, "group", g.touches),
             _Expr(f"({literal}, [{m.code}])", "any", m.touches),
             _Expr(f"{{'p': {literal}, 'g': {g.code}}}", "any", g.touches),
-            _Expr("ps[1:]", "placements", frozenset({"ps"})),
-            _Expr("list(ps)", "placements", frozenset({"ps"})),
-            _Expr("ps[::-1]", "placements", frozenset({"ps"})),
+            # Returned as they came in: read all the same (see above).
+            _Expr("ps[1:]", "placements", ps_all),
+            _Expr("list(ps)", "placements", ps_all),
+            _Expr("ps[::-1]", "placements", ps_all),
         ]
         if self.ints:
             v = self.pick(self.ints)

@@ -36,10 +36,13 @@ class World:
 
 @dataclass(frozen=True)
 class MeshSpec:
-    """A device mesh: ``make_mesh(shape, names)`` on the current world."""
+    """A device mesh: ``make_mesh(shape, names)`` on the current world, or,
+    with ``ranks`` (row-major), ``DeviceMesh("cpu", ranks)``: a permuted rank
+    map, or a mesh over some of the ranks (this rank maybe not among them)."""
 
     shape: tuple[int, ...]
     names: tuple[str, ...] | None = None
+    ranks: tuple[int, ...] | None = None
 
     @property
     def ndim(self) -> int:
@@ -285,8 +288,15 @@ class WorldObjects:
         from .fake_world import make_mesh
 
         for k in range(instance + 1):
-            if (spec, k) not in self._roots:
+            if (spec, k) in self._roots:
+                continue
+            if spec.ranks is None:
                 self._roots[(spec, k)] = make_mesh(spec.shape, spec.names)
+            else:
+                from torch.distributed.device_mesh import DeviceMesh
+
+                self._roots[(spec, k)] = DeviceMesh(
+                    "cpu", torch.tensor(spec.ranks).view(spec.shape), mesh_dim_names=spec.names)
         return self._roots[(spec, instance)]
 
     def mesh(self, arg: MeshArg) -> Any:
@@ -322,14 +332,20 @@ def mesh_key(mesh: Any) -> tuple:
     the public API: type, device, rank table, dim names, the process group
     behind each dim (by name: collectives name their group by string), and
     this rank's coordinate."""
+    def group_name(i: int) -> str | None:
+        try:
+            return mesh.get_group(i).group_name
+        except Exception:  # this rank is not in the mesh
+            return None
+
     return (
         type(mesh).__name__,
         mesh.device_type,
         tuple(mesh.mesh.shape),
         tuple(mesh.mesh.flatten().tolist()),
         mesh.mesh_dim_names,
-        tuple(mesh.get_group(i).group_name for i in range(mesh.ndim)),
-        tuple(mesh.get_coordinate() or ()),
+        tuple(group_name(i) for i in range(mesh.ndim)),
+        mesh.get_coordinate(),
     )
 
 

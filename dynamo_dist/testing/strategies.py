@@ -102,19 +102,27 @@ def mesh_shapes(world_size: int, max_ndim: int = 3) -> st.SearchStrategy[tuple[i
     return st.sampled_from(shapes)
 
 
-def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None) -> st.SearchStrategy[MeshSpec]:
-    """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1–3 dims,
-    with dim names (``names=True``), without (``False``) or either (None)."""
+def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
+           rank_maps: bool = False, subsets: bool = False) -> st.SearchStrategy[MeshSpec]:
+    """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1–3 dims
+    whose shape multiplies to the world size, with dim names
+    (``names=True``), without (``False``) or either (None). ``rank_maps``:
+    sometimes a permuted rank map; ``subsets``: sometimes a mesh over only
+    some ranks (shape multiplying to their number)."""
     size = world.size if isinstance(world, World) else world
 
     @st.composite
     def build(draw: Any) -> MeshSpec:
-        shape = draw(mesh_shapes(size, max_ndim))
+        kind = draw(st.sampled_from(["init"] + ["permuted"] * rank_maps + ["subset"] * (subsets and size > 1)))
+        ranks = None
+        if kind == "permuted":
+            ranks = tuple(draw(st.permutations(range(size))))
+        elif kind == "subset":
+            ranks = tuple(draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=size - 1, unique=True)))
+        shape = draw(mesh_shapes(len(ranks) if ranks else size, max_ndim))
         named = draw(st.booleans()) if names is None else names
-        if not named:
-            return MeshSpec(shape)
-        pool = draw(st.sampled_from(_NAME_POOLS))
-        return MeshSpec(shape, tuple(pool[: len(shape)]))
+        dim_names = tuple(draw(st.sampled_from(_NAME_POOLS))[: len(shape)]) if named else None
+        return MeshSpec(shape, dim_names, ranks)
 
     return build()
 
@@ -188,7 +196,8 @@ def dtensor_specs(
 
 def _mesh_args(world: World, spec: MeshSpec) -> st.SearchStrategy[MeshArg]:
     views: list[tuple[str, ...] | None] = [None]
-    if spec.names and len(spec.shape) > 1:
+    member = spec.ranks is None or world.rank in spec.ranks  # torch cannot slice a mesh without this rank
+    if spec.names and len(spec.shape) > 1 and member:
         n = len(spec.names)
         views += [tuple(spec.names[i] for i in c)
                   for r in range(1, n) for c in itertools.combinations(range(n), r)]
@@ -196,17 +205,20 @@ def _mesh_args(world: World, spec: MeshSpec) -> st.SearchStrategy[MeshArg]:
 
 
 @st.composite
-def query_inputs(draw: Any, world: World) -> tuple[QueryInputs, int]:
+def query_inputs(draw: Any, world: World, subsets: bool = False) -> tuple[QueryInputs, int]:
     """Arguments of a query program in ``world`` (a mesh argument that may be
-    a submesh view or a copy, a placements tuple, a process group), and the
+    a submesh view or a copy, with a permuted rank map, or with ``subsets``
+    over only some ranks; a placements tuple; a process group), and the
     tensor rank the placements are for."""
-    spec = draw(meshes(world))
+    spec = draw(meshes(world, rank_maps=True, subsets=subsets))
     mesh = draw(_mesh_args(world, spec))
     tensor_ndim = draw(st.integers(1, 3))
     mesh_ndim = len(mesh.shape_and_names()[0])
     length = draw(st.sampled_from([mesh_ndim, mesh_ndim, 1, 2, 3]))
     ps = draw(placements(length, tensor_ndim, user=True))
-    group = draw(st.one_of(st.just(GroupArg()), st.integers(0, mesh_ndim - 1).map(lambda d: GroupArg(mesh, d))))
+    member = spec.ranks is None or world.rank in spec.ranks
+    group = draw(st.one_of(st.just(GroupArg()), st.integers(0, mesh_ndim - 1).map(lambda d: GroupArg(mesh, d)))) \
+        if member else GroupArg()
     return QueryInputs(mesh, ps, group), tensor_ndim
 
 
@@ -232,7 +244,7 @@ def programs(
 def query_examples(draw: Any, kind: str = "query", world: World | None = None) -> QueryExample:
     """A world, inputs and a program of ``kind`` for them."""
     world = world or draw(worlds())
-    inputs, tensor_ndim = draw(query_inputs(world))
+    inputs, tensor_ndim = draw(query_inputs(world, subsets=kind == "wild"))
     return QueryExample(world, inputs, draw(programs(world, inputs, tensor_ndim, kind=kind)))
 
 
@@ -247,7 +259,7 @@ def _vary_inputs(draw: Any, world: World, a: QueryInputs, tensor_ndim: int) -> Q
     elif mesh == "instance":
         mesh_b = MeshArg(a.mesh.spec, 1 - a.mesh.instance, a.mesh.view, a.mesh.copy)
     else:
-        mesh_b = draw(_mesh_args(world, draw(meshes(world))))
+        mesh_b = draw(_mesh_args(world, draw(meshes(world, rank_maps=True))))
     ps_b = a.placements
     change = draw(st.sampled_from(["keep", "keep", "one", "all", "equal", "equal"]))
     if change == "equal":
