@@ -168,11 +168,13 @@ class Program:
 
 @dataclass(frozen=True)
 class QueryExample:
-    """A query program and the inputs it is called with, in one fake world."""
+    """A query program and the inputs it is called with, in one fake world;
+    ``one_rank``: compiled under ``torch.distributed.config.compile_on_one_rank``."""
 
     world: World
     inputs: QueryInputs
     program: Program
+    one_rank: bool = False
 
 
 @dataclass(frozen=True)
