@@ -4,7 +4,7 @@ shrunk example, checked by the property that found it."""
 import pytest
 from torch.distributed.tensor.placement_types import Replicate
 
-from dynamo_dist.testing.properties import check_guards, check_query
+from dynamo_dist.testing.properties import check_guards, check_query, check_wild
 from dynamo_dist.testing.specs import (
     GroupArg,
     GuardExample,
@@ -91,3 +91,22 @@ USER_PLACEMENT_STATE = [
 @pytest.mark.parametrize("example", USER_PLACEMENT_STATE, ids=["shrunk", "stale tag"])
 def test_user_placement_state_is_guarded(example):
     check_guards(example)
+
+
+# `wild` under compile_on_one_rank: a negative mesh dim reached the runtime
+# coordinate op unnormalised, which fails at run time ("Runtime assertion
+# failed for expression u0 <= 0"). Fixed: the dim is normalised first.
+NEGATIVE_DIM_ONE_RANK = [
+    QueryExample(World(2, 1), QueryInputs(MeshArg(MeshSpec((2,))), (Replicate(),), GroupArg()),
+                 Program("def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = mesh.get_local_rank(-1)\n"
+                         "    return x, (v0,)\n"), one_rank=True),
+    QueryExample(World(8, 6), QueryInputs(MeshArg(MeshSpec((2, 4))), (Replicate(),), GroupArg()),
+                 Program("def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = mesh.get_group(-1).rank()\n"
+                         "    x = x + v0 + mesh.get_local_rank(mesh_dim=-1) * 10\n    return x, (v0,)\n"),
+                 one_rank=True),
+]
+
+
+@pytest.mark.parametrize("example", NEGATIVE_DIM_ONE_RANK, ids=["shrunk", "get_group(-1).rank()"])
+def test_negative_mesh_dim_under_compile_on_one_rank(example):
+    check_wild(example)

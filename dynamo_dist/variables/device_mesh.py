@@ -51,6 +51,8 @@ class DeviceMeshVariable(DistObjectVariable):
             index = dim.as_python_constant() if dim is not None else 0
             if isinstance(index, str):
                 index = self.value._get_mesh_dim_by_name(index)
+            elif isinstance(index, int):
+                index %= self.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
             result.mesh_dim = (self.value, index)
         return result
 
@@ -72,7 +74,7 @@ class DeviceMeshVariable(DistObjectVariable):
         try:
             mesh.get_local_rank(dim)  # raises like eager on a bad dim
             index = 0 if dim is None else (
-                mesh._get_mesh_dim_by_name(dim) if isinstance(dim, str) else dim
+                mesh._get_mesh_dim_by_name(dim) if isinstance(dim, str) else dim % mesh.ndim
             )
         except Exception as e:
             raise_like_eager(tx, e)
