@@ -110,3 +110,25 @@ NEGATIVE_DIM_ONE_RANK = [
 @pytest.mark.parametrize("example", NEGATIVE_DIM_ONE_RANK, ids=["shrunk", "get_group(-1).rank()"])
 def test_negative_mesh_dim_under_compile_on_one_rank(example):
     check_wild(example)
+
+
+# `wild` under compile_on_one_rank, meshes with their own rank order: for a
+# dim spanning the whole world torch reuses the default group even when the
+# mesh orders the ranks otherwise, and eager answers get_local_rank() and
+# group.rank() from that group (0 on rank 0 of DeviceMesh("cpu", [1, 0]))
+# while the runtime op answered the coordinate (1). Fixed: such a dim's rank
+# is computed from the group's member list.
+_PERMUTED = QueryInputs(MeshArg(MeshSpec((2,), ("dp",), ranks=(1, 0))), (Replicate(),), GroupArg())
+PERMUTED_WORLD_MESH_ONE_RANK = [
+    QueryExample(World(2, 0), _PERMUTED, Program(
+        "def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = mesh.get_local_rank(0)\n    return x, (v0,)\n"),
+        one_rank=True),
+    QueryExample(World(2, 0), _PERMUTED, Program(
+        "def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = mesh.get_group(0).rank()\n"
+        "    v1 = mesh.get_coordinate()\n    return x + v0, (v0, v1)\n"), one_rank=True),
+]
+
+
+@pytest.mark.parametrize("example", PERMUTED_WORLD_MESH_ONE_RANK, ids=["shrunk", "group rank"])
+def test_rank_in_reused_world_group_under_compile_on_one_rank(example):
+    check_wild(example)

@@ -53,7 +53,7 @@ class DeviceMeshVariable(DistObjectVariable):
                 index = self.value._get_mesh_dim_by_name(index)
             elif isinstance(index, int):
                 index %= self.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
-            result.mesh_dim = (self.value, index)
+            result.mesh_dim = (self.value, index) if group_follows_mesh(self.value, index) else None
         return result
 
     def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
@@ -78,4 +78,23 @@ class DeviceMeshVariable(DistObjectVariable):
             )
         except Exception as e:
             raise_like_eager(tx, e)
+        if not group_follows_mesh(mesh, index):
+            import torch.distributed as dist
+
+            return runtime_rank_in(tx, dist.get_process_group_ranks(mesh.get_group(index)))
         return runtime_coordinate(tx, full, index)
+
+
+def group_follows_mesh(mesh: Any, index: int) -> bool:
+    """Whether this rank's rank in the group of mesh dim ``index`` is its
+    coordinate along that dim. Not always: torch reuses the default group
+    for a dim spanning the whole world even when the mesh orders the ranks
+    otherwise (``DeviceMesh("cpu", [1, 0])``), and eager answers
+    ``get_local_rank``/``group.rank()`` from the group."""
+    import torch.distributed as dist
+
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
+        return True
+    row = mesh.mesh[(*coordinate[:index], slice(None), *coordinate[index + 1:])].tolist()
+    return dist.get_process_group_ranks(mesh.get_group(index)) == row
