@@ -132,3 +132,16 @@ PERMUTED_WORLD_MESH_ONE_RANK = [
 @pytest.mark.parametrize("example", PERMUTED_WORLD_MESH_ONE_RANK, ids=["shrunk", "group rank"])
 def test_rank_in_reused_world_group_under_compile_on_one_rank(example):
     check_wild(example)
+
+
+# `wild` under compile_on_one_rank, a mesh without this rank:
+# mesh.get_coordinate() is None in eager, but went to the runtime op, which
+# fails while tracing. Fixed: folds to None, as eager (and stock) answer.
+NOT_IN_MESH_ONE_RANK = QueryExample(
+    World(2, 0), QueryInputs(MeshArg(MeshSpec((1,), ("dp",), ranks=(1,))), (Replicate(),), GroupArg()),
+    Program("def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = mesh.get_coordinate()\n    return x, (v0,)\n"),
+    one_rank=True)
+
+
+def test_coordinate_of_a_mesh_without_this_rank_under_compile_on_one_rank():
+    check_wild(NOT_IN_MESH_ONE_RANK)

@@ -66,6 +66,9 @@ class DeviceMeshVariable(DistObjectVariable):
         if name == "get_coordinate":
             from torch._dynamo.variables.lists import TupleVariable
 
+            if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
+                return C.ConstantVariable.create(None)
+
             return TupleVariable([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
         # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
         # (same errors as eager), only the rank itself is computed at run time.
