@@ -310,7 +310,8 @@ class _Builder:
             _Expr(f"({literal}, [{m.code}])", "any", m.touches),
             _Expr(f"{{'p': {literal}, 'g': {g.code}}}", "any", g.touches),
             # Returned as they came in: read all the same (see above).
-            _Expr("ps[1:]", "placements", ps_all),
+            _Expr("ps[1:]", "placements",
+                  frozenset({"ps"} | {f"ps[{i}]" for i in range(1, len(self.inputs.placements))})),
             _Expr("list(ps)", "placements", ps_all),
             _Expr("ps[::-1]", "placements", ps_all),
         ]
