@@ -243,7 +243,8 @@ def gloo_pool(world_size: int = 2) -> Iterator[Any]:
 def check_dtensor(example: DTensorExample) -> None:
     """On every rank of a real 2-rank gloo world: build the DTensor, run the
     program eagerly and compiled (``aot_eager``, ``fullgraph=True``); the
-    full tensors and local shards must match. Uses the pool of an enclosing
+    full tensors, local shards and placements must match, and no mesh or
+    placement may be a value in the captured graph. Uses the pool of an enclosing
     ``gloo_pool()`` block, else spawns a world for this one example."""
     if _ACTIVE_POOL is None:
         with gloo_pool() as pool:
@@ -305,7 +306,7 @@ def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
     except Exception as e:
         return "invalid", f"eager raised {type(e).__name__}: {e}"
     try:
-        assert_compiles_like_eager(fn, d, mesh, fullgraph=True, backend="aot_eager", check_graphs=False)
+        assert_compiles_like_eager(fn, d, mesh, fullgraph=True, backend="aot_eager")
     except AssertionError as e:
         return "fail", f"{e}\n{traceback.format_exc(limit=-3)}"
     finally:
