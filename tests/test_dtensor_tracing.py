@@ -231,3 +231,23 @@ def test_stock_form_is_restored_by_uninstall():
         mesh = make_mesh((2, 4), ("dp", "tp"))
         run = compile_and_run(shard_to_replicate, torch.ones(2, 3), mesh)
         assert distributed_objects_in(run.graphs[0]) != []
+
+
+def test_strided_shard_both_ways_compile_like_eager(mesh2d):
+    """Redistributing to `_StridedShard` and `full_tensor()` of a `_StridedShard`
+    DTensor crash stock Dynamo (PendingUnbackedSymbolNotFound); values are
+    checked on a real world in tests/test_dtensor_numerics.py's programs."""
+    tp = mesh2d["tp"]
+    sharded = distribute_tensor(torch.arange(16.0).reshape(8, 2), tp, [Shard(0)])
+    strided = distribute_tensor(torch.arange(16.0).reshape(8, 2), tp, [_StridedShard(0, split_factor=2)])
+
+    def to_strided(d):
+        return d.redistribute(tp, [_StridedShard(0, split_factor=2)]).to_local().shape
+
+    def from_strided(d):
+        return d.full_tensor().shape
+
+    for fn, d in ((to_strided, sharded), (from_strided, strided)):
+        run = compile_and_run(fn, d, backend="aot_eager")
+        assert run.compiled == run.eager and run.graph_breaks == 0
+        assert distributed_objects_in(run.graphs[0]) == []

@@ -108,8 +108,8 @@ def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> C
     """Our handling of ``dtensor.<name>(...)``, or None to let stock trace it."""
     if name not in _METHODS or not _is_dtensor_var(self_vt):
         return None
-    if name != "redistribute" and not args and not kwargs:
-        return None  # no mesh or placement involved: stock's form is already clean
+    if name == "to_local" and not args and not kwargs:
+        return None  # no mesh, placement or collective involved: stock's form is already clean
     consts = _constants(args, kwargs)
     if consts is None:
         log.debug("%s: argument not foldable, handing the call to stock Dynamo", name)
