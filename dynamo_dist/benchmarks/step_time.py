@@ -23,10 +23,8 @@ variant's loss against eager.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sys
 import time
-import traceback
 from typing import Any, Callable
 
 import torch
@@ -108,45 +106,6 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
     return samples
 
 
-def _nccl_rank(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any) -> None:
-    import torch.distributed as dist
-
-    try:
-        torch.cuda.set_device(rank % torch.cuda.device_count())  # before NCCL picks a device
-        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
-        try:
-            out.put((rank, True, fn(*args)))
-        finally:
-            dist.destroy_process_group()
-    except BaseException:
-        out.put((rank, False, traceback.format_exc()))
-
-
-def run_in_nccl_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 600) -> list[Any]:
-    """``run_in_gloo_world`` for NCCL: one GPU per rank."""
-    from ..testing.gloo_world import _free_port
-
-    ctx = mp.get_context("spawn")
-    out, port = ctx.Queue(), _free_port()
-    procs = [ctx.Process(target=_nccl_rank, args=(fn, r, world_size, port, args, out), daemon=True)
-             for r in range(world_size)]
-    for p in procs:
-        p.start()
-    results: dict[int, Any] = {}
-    try:
-        for _ in range(world_size):
-            rank, ok, value = out.get(timeout=timeout)
-            if not ok:
-                raise RuntimeError(f"rank {rank} failed:\n{value}")
-            results[rank] = value
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    return [results[r] for r in range(world_size)]
-
-
 def nccl_skip_reason(world_size: int) -> str | None:
     """Why the NCCL worlds cannot run here, or None if they can."""
     if not torch.cuda.is_available():
@@ -170,10 +129,10 @@ def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str]
             return row
     progress(f"spawning {world} ranks ({comm}), compiling {3 * len(cfg.step_backends)} variants, "
              f"{cfg.step_repeats} rounds of {cfg.step_steps} steps")
-    run = run_in_gloo_world if comm == "gloo" else run_in_nccl_world
     prefix = "" if getattr(progress, "quiet", False) else getattr(progress, "prefix", lambda: "")()
-    per_rank = run(rank_main, world, name, cfg.step_size, list(cfg.step_backends), cfg.step_repeats, cfg.step_steps,
-                   "cpu" if comm == "gloo" else "cuda", prefix, timeout=cfg.step_timeout)
+    per_rank = run_in_gloo_world(rank_main, world, name, cfg.step_size, list(cfg.step_backends), cfg.step_repeats,
+                                 cfg.step_steps, "cpu" if comm == "gloo" else "cuda", prefix,
+                                 timeout=cfg.step_timeout, backend=comm)
     # A sample is the slowest rank's: the step is done when every rank is.
     for metric in ("wall", "cpu"):
         per_label = per_rank[0][metric]

@@ -23,7 +23,7 @@ def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
 
     try:
         if backend == "nccl":
-            torch.cuda.set_device(rank)
+            torch.cuda.set_device(rank % torch.cuda.device_count())  # before NCCL picks a device
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
         )
