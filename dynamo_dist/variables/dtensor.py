@@ -20,7 +20,7 @@ import zlib
 from typing import Any, Callable
 
 from .. import _compat as C
-from .base import _NO_VALUE, describe, graph_break, log, real_value
+from .base import _NO_VALUE, ImportableObjectVariable, describe, graph_break, log, real_value
 
 # DTensor methods that take a mesh or placements (see members.DTENSOR_MEMBERS).
 _METHODS = ("redistribute", "to_local", "full_tensor")
@@ -126,24 +126,17 @@ def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> C
 
 # -- DTensor.from_local, distribute_tensor --------------------------------------
 
-class DTensorFunctionVariable(C.VariableTracker):
+class DTensorFunctionVariable(ImportableObjectVariable):
     """``DTensor.from_local`` or ``distribute_tensor`` read from a source."""
 
-    _nonvar_fields = {"value", "name", *C.VariableTracker._nonvar_fields}
+    _nonvar_fields = {"name", *ImportableObjectVariable._nonvar_fields}
 
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.value = value
+        super().__init__(value, **kwargs)
         self.name = name
 
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
     def reconstruct(self, codegen: Any) -> None:
-        codegen(self.source)
+        codegen(self.source)  # DTensor.from_local is not importable by its qualname
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> C.VariableTracker:
         handled = (_from_local if self.name == "from_local" else _distribute_tensor)(tx, args, kwargs)
