@@ -13,6 +13,7 @@ Exit status: 0 when no property failed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 
@@ -61,6 +62,10 @@ class _Display:
 
 
 def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("hypothesis") is None:
+        print("python -m dynamo_dist fuzz needs hypothesis, which is an optional dependency: "
+              "pip install 'dynamo-dist[fuzz]'", file=sys.stderr)
+        return 2
     import dynamo_dist
     from dynamo_dist.testing.fuzzing import run_property
     from dynamo_dist.testing.properties import PROPERTIES
