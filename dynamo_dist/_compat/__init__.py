@@ -1,10 +1,18 @@
-"""The one place that knows torch-version differences.
+"""The one boundary between dynamo_dist and torch's internals.
 
-Everything dynamo_dist needs from Dynamo's internals is imported here, so a
-torch upgrade is a change to this file (and to ``_hooks.py`` if the hook
-points move), not a hunt through the package.
+Only this package imports torch's private modules or reads private
+attributes of torch objects (``tests/test_structure.py`` checks it). It is
+split by job:
 
-torch 2.13 facts this module encodes:
+- ``dynamo``: Dynamo's tracer, trackers, codegen and guards as small named
+  functions;
+- ``slots``: tracker behaviours under our names, bound to this release's
+  slot names in one table (``Tracker``);
+- ``stock``: stock Dynamo's tracker builders, bypassing our hooks;
+- ``distributed``: private facts of meshes, DTensors and placements;
+- ``observe``: what diagnostics read (logs, metrics, compile hooks).
+
+torch 2.13 facts encoded here:
 - VariableTrackers use CPython-slot-style methods (``hash_impl``,
   ``richcompare_impl``, ``mp_subscript_impl``, ``call_obj_hasattr``); older
   releases used ``is_python_hashable`` / ``get_python_hash``.
@@ -14,24 +22,83 @@ torch 2.13 facts this module encodes:
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch._dynamo.bytecode_transformation import create_call_function  # noqa: F401
-from torch._dynamo.exc import raise_observed_exception, unimplemented  # noqa: F401
-from torch._dynamo.guards import GuardBuilder, install_guard  # noqa: F401
-from torch._dynamo.source import AttrSource  # noqa: F401
-from torch._dynamo.variables.base import VariableTracker  # noqa: F401
-from torch._dynamo.variables.builder import (  # noqa: F401
-    SourcelessBuilder,
-    VariableBuilder,
+import torch.distributed.config as _dist_config
+
+from . import stock  # noqa: F401
+from .distributed import (  # noqa: F401
+    BUILTIN_PLACEMENTS,
+    PLACEMENT_TYPES,
+    DeviceMesh,
+    Placement,
+    PlacementFields,
+    ProcessGroup,
+    assert_async,
+    constructor_call,
+    dtensor_local,
+    funcol,
+    is_builtin_placement_type,
+    mesh_dim_group_names,
+    mesh_dim_index,
+    mesh_full_tensor_list,
+    mesh_layout_key,
+    mesh_rank_map,
+    placement_fields,
+    runtime_coordinate_op,
 )
-from torch._dynamo.variables.constant import ConstantVariable  # noqa: F401
-from torch._dynamo.variables.lists import BaseListVariable  # noqa: F401
-from torch._dynamo.variables.misc import GetAttrVariable  # noqa: F401
-from torch._dynamo.variables.tensor import TensorVariable  # noqa: F401
-from torch._dynamo.variables.builder import wrap_fx_proxy  # noqa: F401
-from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrappers  # noqa: F401
+from .dynamo import (  # noqa: F401
+    BuiltinVariable,
+    SourcelessBuilder,
+    TensorVariable,
+    VariableBuilder,
+    VariableTracker,
+    aot_runtime_wrappers,
+    attr_source,
+    constant,
+    current_compile_id,
+    current_tx,
+    default_group_source,
+    dynamo_disable,
+    emit_call_import,
+    emit_import,
+    example_value,
+    frame_state,
+    break_graph,
+    graph_call,
+    guard_attr_equals,
+    guard_build_hook,
+    guard_identity,
+    guard_predicate,
+    guard_type,
+    inline_call,
+    is_literal,
+    is_tensor,
+    is_tracker,
+    list_items,
+    make_list,
+    make_tuple,
+    method_of,
+    raise_observed,
+    reset,
+    user_method,
+    wrap_sourced,
+)
+# The names this module exported before it was split (kept for callers
+# outside the core).
+from .dynamo import (  # noqa: F401,E402
+    AttrSource,
+    BaseListVariable,
+    ConstantVariable,
+    GetAttrVariable,
+    GuardBuilder,
+    create_call_function,
+    install_guard,
+    raise_observed_exception,
+    unimplemented,
+    wrap_fx_proxy,
+)
+from .slots import SLOTS, Tracker, base_slot, has_slots, slot_method  # noqa: F401
+from .stock import stock_create, stock_wrap  # noqa: F401
 
 TORCH_VERSION = torch.__version__.split("+")[0]
 SUPPORTED = TORCH_VERSION.startswith("2.13.")
@@ -39,7 +106,7 @@ SUPPORTED = TORCH_VERSION.startswith("2.13.")
 
 def check_supported() -> None:
     """dynamo_dist hooks Dynamo internals that change between releases."""
-    if not SUPPORTED or not hasattr(VariableTracker, "richcompare_impl"):
+    if not SUPPORTED or not has_slots():
         raise RuntimeError(
             f"dynamo_dist supports torch 2.13.x, found torch {torch.__version__}. "
             "Install torch==2.13.0, or leave dynamo_dist uninstalled on this torch."
@@ -68,42 +135,5 @@ def stock_member_kind(cls: type, name: str) -> str | None:
     return None
 
 
-def current_tx() -> Any:
-    from torch._dynamo.symbolic_convert import InstructionTranslator
-
-    return InstructionTranslator.current_tx()
-
-
 def compile_on_one_rank() -> bool:
-    import torch.distributed.config as dist_config
-
-    return bool(getattr(dist_config, "compile_on_one_rank", False))
-
-
-def runtime_coordinate_op() -> Any:
-    """The custom op stock uses to compute a mesh coordinate at run time."""
-    from torch.distributed._ops import device_mesh as _ops  # noqa: F401  (registers)
-
-    return torch.ops.device_mesh._runtime_compute_coordinate_on_dim
-
-
-def mesh_dim_group_names(mesh: Any) -> tuple[str, ...]:
-    return tuple(mesh._dim_group_names)
-
-
-def mesh_rank_map(mesh: Any) -> tuple[int, ...]:
-    # DeviceMesh.__init__ keeps the rank map as a tuple already (for its
-    # hash): reading it costs nothing, converting the tensor ~0.7 us, which
-    # the mesh guard's fingerprint path pays on every equal new mesh object.
-    flat = getattr(mesh, "_flatten_rank_map", None)
-    return flat if isinstance(flat, tuple) else tuple(mesh._rank_map.tolist())
-
-
-def mesh_layout_key(mesh: Any) -> Any:
-    # _MeshLayout is an immutable, hashable value (sizes and strides per dim).
-    return mesh._layout
-
-
-def mesh_full_tensor_list(mesh: Any) -> list:
-    """The (batch, *mesh.shape) rank tensor stock feeds the runtime op."""
-    return mesh._layout.remap_to_tensor(mesh._rank_map).tolist()
+    return bool(getattr(_dist_config, "compile_on_one_rank", False))
