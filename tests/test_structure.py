@@ -265,3 +265,135 @@ LOCAL_IMPORTS_ALLOWED = {"__init__": 0, "_hooks": 0, "variables": 0, "guards": 0
 def test_core_imports_at_module_level(part):
     found = _function_local_imports(part)
     assert len(found) <= LOCAL_IMPORTS_ALLOWED[part], "\n".join(found)
+
+
+# -- item 4: the member tables drive behaviour ------------------------------------
+
+def test_every_kind_has_a_handler_in_the_base_tracker():
+    from dynamo_dist.variables.base import DistObjectVariable
+    from dynamo_dist.variables.members import Kind
+
+    for kind in Kind:
+        handler = getattr(DistObjectVariable, DistObjectVariable.KIND_HANDLERS[kind], None)
+        assert callable(handler), kind
+
+
+def test_no_tracker_branches_on_a_member_name():
+    """Where a row has a Kind, its Kind decides: no ``name == "get_group"``."""
+    from dynamo_dist.variables.members import ALL_TABLES, C10D_GROUP_HELPERS
+
+    rows = {n for table in (*ALL_TABLES.values(), C10D_GROUP_HELPERS) for n in table}
+    found = []
+    for module, tree in TREES.items():
+        if not module.startswith(f"{PACKAGE}.variables.") or module.endswith(".members"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                sides = [node.left, *node.comparators]
+                on_name = any(isinstance(n, ast.Name) and n.id == "name"
+                              or isinstance(n, ast.Attribute) and n.attr == "name" for n in sides)
+                named = on_name and [n for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in rows]
+                if named:
+                    found.append(f"{MODULES[module].relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)
+
+
+class _Spy:
+    def __init__(self):
+        self.calls = []
+
+    def handler(self, label):
+        def record(*args, **kwargs):
+            self.calls.append(label)
+            return "handled"
+
+        return record
+
+
+@pytest.mark.parametrize("type_name", ["DeviceMesh", "Placement", "ProcessGroup"])
+def test_every_object_row_reaches_the_handler_of_its_kind(world8, monkeypatch, type_name):
+    """Through the real entry points (attribute read, method call), each row
+    is dispatched to the handler its Kind selects."""
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    from dynamo_dist.testing import make_mesh
+    from dynamo_dist.variables.base import DistObjectVariable
+    from dynamo_dist.variables.device_mesh import DeviceMeshVariable
+    from dynamo_dist.variables.members import ALL_TABLES
+    from dynamo_dist.variables.placement import PlacementVariable
+    from dynamo_dist.variables.process_group import ProcessGroupVariable
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    vt = {"DeviceMesh": lambda: DeviceMeshVariable(mesh),
+          "Placement": lambda: PlacementVariable(_StridedShard(0, split_factor=2)),
+          "ProcessGroup": lambda: ProcessGroupVariable(mesh.get_group("tp"))}[type_name]()
+    spy = _Spy()
+    for method in set(DistObjectVariable.KIND_HANDLERS.values()):
+        monkeypatch.setattr(type(vt), method, spy.handler(method))
+    for name, member in ALL_TABLES[type_name].items():
+        spy.calls.clear()
+        if member.method:
+            result = vt.call_method(None, name, [], {})
+        else:
+            result = C_slot(vt, "vt_getattr")(None, name)
+        assert result == "handled" and spy.calls == [DistObjectVariable.KIND_HANDLERS[member.kind]], name
+
+
+def C_slot(vt, ours):
+    from dynamo_dist import _compat as C
+
+    return C.slot_method(vt, ours)
+
+
+def test_every_function_row_reaches_the_handler_of_its_kind(world8, monkeypatch):
+    from dynamo_dist.variables.functions import _FUNCTIONS, DistFunctionVariable, dist_functions
+
+    spy = _Spy()
+    for method in set(DistFunctionVariable.KIND_HANDLERS.values()):
+        monkeypatch.setattr(DistFunctionVariable, method, spy.handler(method))
+    by_name = {name: fn for fn, name in dist_functions().items()}
+    for name, member in _FUNCTIONS.items():
+        spy.calls.clear()
+        assert DistFunctionVariable(by_name[name], name).call_function(None, [], {}) == "handled"
+        assert spy.calls == [DistFunctionVariable.KIND_HANDLERS[member.kind]], name
+
+
+def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
+    """The DTensor tracker reads DTENSOR_MEMBERS: attributes by Kind, methods
+    become one graph call, functions have their own tracing."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    from dynamo_dist import _compat as C
+    from dynamo_dist.variables import dtensor
+    from dynamo_dist.variables.members import DTENSOR_MEMBERS, Kind
+
+    class FakeDTensorVar:
+        source = None
+
+        def python_type(self):
+            return DTensor
+
+    spy = _Spy()
+    fake = FakeDTensorVar()
+    monkeypatch.setattr(C, "example_value", lambda vt: torch.ones(1))
+    monkeypatch.setattr(C, "graph_call", lambda tx, op, tensors: spy.handler("graph_call")())
+    for kind in list(dtensor._ATTRIBUTE_HANDLERS):
+        monkeypatch.setitem(dtensor._ATTRIBUTE_HANDLERS, kind, spy.handler(kind))
+    for name in list(dtensor._FUNCTION_HANDLERS):
+        monkeypatch.setitem(dtensor._FUNCTION_HANDLERS, name, spy.handler(name))
+    functions = {name: fn for fn, name in dtensor.dtensor_functions().items()}
+    for name, member in DTENSOR_MEMBERS.items():
+        spy.calls.clear()
+        if not member.method:
+            monkeypatch.setattr(torch.Tensor, name, "value", raising=False)
+            assert dtensor.var_getattr(None, fake, name) == "handled", name
+            assert spy.calls == [member.kind], name
+        elif name in functions:
+            assert member.kind is Kind.DTENSOR_OP
+            assert dtensor.DTensorFunctionVariable(functions[name], name).call_function(None, [], {}) == "handled"
+            assert spy.calls == [name]
+        else:
+            assert member.kind is Kind.DTENSOR_OP
+            assert dtensor.call_method(None, fake, name, [C.constant("x")], {}) == "handled", name
+            assert spy.calls == ["graph_call"], name

@@ -7,8 +7,8 @@ import functools
 from typing import Any, ClassVar
 
 import torch.distributed as dist
+import torch.distributed.device_mesh
 import torch.distributed.distributed_c10d as c10d
-from torch.distributed.device_mesh import init_device_mesh
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
@@ -22,6 +22,8 @@ from .runtime_rank import runtime_rank_in
 from .wrap import wrap_value
 
 _FUNCTIONS = {**DIST_FUNCTIONS, **C10D_GROUP_HELPERS}
+# Where the table's functions are found, in order.
+_MODULES = (dist, c10d, torch.distributed.device_mesh)
 
 
 @functools.cache
@@ -29,7 +31,7 @@ def dist_functions() -> dict[Any, str]:
     """The function objects we handle, mapped to their table name."""
     found = {}
     for name in _FUNCTIONS:
-        fn = init_device_mesh if name == "init_device_mesh" else getattr(dist, name, getattr(c10d, name, None))
+        fn = next((getattr(m, name) for m in _MODULES if hasattr(m, name)), None)
         if fn is not None:
             found[fn] = name
     return found
