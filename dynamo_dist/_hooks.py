@@ -27,10 +27,74 @@ import threading
 from typing import Any
 
 from . import _compat as C
+from . import aot_alias
+from .variables import dtensor, registry
+from .variables.base import DistObjectVariable
 
 _lock = threading.Lock()
-_saved: dict[str, Any] = {}
 _MISSING = object()
+
+
+class Patches:
+    """A reversible set of changes to torch's global state.
+
+    Every change the package makes to torch (Dynamo hooks, logger levels and
+    handlers, config values, ``torch.compile`` while ``explain`` records) goes
+    through one of these: ``set``/``set_item`` remember the original the first
+    time a target is touched, and ``restore()`` puts every original back, in
+    reverse order, exactly (an attribute or key that did not exist is removed
+    again). ``uninstall()``, ``explain`` and the CLI commands all rely on it.
+    """
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[str, Any, Any, Any]] = []
+        self._seen: set[tuple[int, str, Any]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._undo)
+
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        """``setattr(owner, name, value)``, remembering the original (from the
+        owner's own ``__dict__`` for classes, so an inherited attribute is not
+        copied down on restore)."""
+        key = (id(owner), "attr", name)
+        if key not in self._seen:
+            self._seen.add(key)
+            original = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) \
+                else getattr(owner, name, _MISSING)
+            self._undo.append(("attr", owner, name, original))
+        setattr(owner, name, value)
+
+    def set_item(self, mapping: Any, key: Any, value: Any) -> None:
+        """``mapping[key] = value``, remembering the original entry."""
+        seen_key = (id(mapping), "item", key)
+        if seen_key not in self._seen:
+            self._seen.add(seen_key)
+            self._undo.append(("item", mapping, key, mapping.get(key, _MISSING)))
+        mapping[key] = value
+
+    def original(self, owner: Any, name: str, default: Any = _MISSING) -> Any:
+        """The value ``owner.name`` had before the first ``set``."""
+        for kind, target, attr, value in self._undo:
+            if kind == "attr" and target is owner and attr == name:
+                return value
+        return default
+
+    def restore(self) -> None:
+        while self._undo:
+            kind, target, name, original = self._undo.pop()
+            if kind == "attr":
+                if original is _MISSING:
+                    if name in getattr(target, "__dict__", {}):
+                        delattr(target, name)
+                else:
+                    setattr(target, name, original)
+            elif original is _MISSING:
+                target.pop(name, None)
+            else:
+                target[name] = original
+        self._seen.clear()
+_saved: dict[str, Any] = {}
 
 
 def is_active() -> bool:
@@ -38,9 +102,6 @@ def is_active() -> bool:
 
 
 def apply() -> None:
-    from . import aot_alias
-    from .variables import dtensor, registry
-
     with _lock:
         if _saved:
             return
@@ -49,7 +110,7 @@ def apply() -> None:
         original_create = C.SourcelessBuilder.__dict__["create"]
         create_fn = original_create.__func__
 
-        def _wrap(self: Any, value: Any) -> Any:
+        def wrap_hook(self: Any, value: Any) -> Any:
             tracker = registry.tracker_for_source(self.tx, self.source, value)
             if tracker is not None:
                 return tracker
@@ -80,27 +141,25 @@ def apply() -> None:
                 return handled
             return original_getattr(self, tx, name)
 
-        from torch._dynamo.variables.builtin import BuiltinVariable
-
-        from .variables.base import DistObjectVariable
-
-        original_call_str = BuiltinVariable.__dict__["call_str"]
+        original_call_str = C.BuiltinVariable.__dict__["call_str"]
 
         def call_str(self: Any, tx: Any, arg: Any) -> Any:
             if isinstance(arg, DistObjectVariable):
-                return arg.str_impl(tx)
+                return arg.vt_str(tx)
             return original_call_str(self, tx, arg)
 
         table = C.SourcelessBuilder._type_handlers
-        saved_table = {t: table.get(t, _MISSING) for t in registry.sourceless_types()}
+        hooked_types = registry.sourceless_types()
+        saved_table = {t: table.get(t, _MISSING) for t in hooked_types}
         original_alias = C.aot_runtime_wrappers.gen_alias_from_base
         _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
                       call_method=original_call_method, getattr=original_getattr, alias=original_alias,
                       call_str=original_call_str)
-        BuiltinVariable.call_str = call_str
+        C.stock.remember(original_wrap, original_create, hooked_types)
+        C.BuiltinVariable.call_str = call_str
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
-        C.VariableBuilder._wrap = _wrap
+        C.VariableBuilder._wrap = wrap_hook
         C.SourcelessBuilder.create = staticmethod(create)
         C.TensorVariable.call_method = call_method
         C.TensorVariable.var_getattr = var_getattr
@@ -118,9 +177,7 @@ def remove() -> None:
         C.TensorVariable.call_method = _saved["call_method"]
         C.TensorVariable.var_getattr = _saved["getattr"]
         C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
-        from torch._dynamo.variables.builtin import BuiltinVariable
-
-        BuiltinVariable.call_str = _saved["call_str"]
+        C.BuiltinVariable.call_str = _saved["call_str"]
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():
             if handler is _MISSING:
@@ -128,30 +185,15 @@ def remove() -> None:
             else:
                 table[t] = handler
         _saved.clear()
+        C.stock.forget()
     _reset_dynamo()
 
 
-def stock_wrap(tx: Any, source: Any, value: Any) -> Any:
-    """The tracker stock Dynamo builds for ``value`` at ``source`` (bypassing
-    ours): used where a tracked object must become a graph value the way stock
-    makes it one (e.g. a mesh passed to a DTensor op)."""
-    original = _saved.get("wrap", C.VariableBuilder._wrap)
-    return original(C.VariableBuilder(tx, source), value)
-
-
-def stock_create(tx: Any, value: Any) -> Any:
-    """Stock SourcelessBuilder.create, bypassing ours."""
-    original = _saved.get("create", C.SourcelessBuilder.__dict__["create"])
-    table = C.SourcelessBuilder._type_handlers
-    saved = {t: table.pop(t) for t in _saved.get("table", {}) if t in table}
-    try:
-        return original.__func__(tx, value)
-    finally:
-        table.update(saved)
+# Kept for callers that used them from here; they live below the trackers.
+stock_wrap = C.stock_wrap
+stock_create = C.stock_create
 
 
 def _reset_dynamo() -> None:
     # Compiled code and guards made under the other regime must not be reused.
-    import torch._dynamo
-
-    torch._dynamo.reset()
+    C.reset()

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from torch.distributed.tensor import DTensor
+
+from . import _compat as C
+
 
 def is_dtensor_as_strided_failure(error: BaseException, base: Any) -> bool:
-    from torch.distributed.tensor import DTensor
-
     return isinstance(base, DTensor) and "as_strided not supported with DTensor" in str(error)
 
 
 def regenerate_dtensor_alias(base: Any, target_meta: Any, target_requires_grad: bool) -> Any:
-    from torch.distributed.tensor import DTensor
-
-    local_meta = target_meta._local_tensor
-    local = base.to_local() if base.requires_grad else base._local_tensor
+    local_meta = C.dtensor_local(target_meta)
+    local = base.to_local() if base.requires_grad else C.dtensor_local(base)
     out_local = local.as_strided(local_meta.size(), local_meta.stride(), local_meta.storage_offset())
     out = DTensor.from_local(
         out_local, target_meta.device_mesh, target_meta.placements,

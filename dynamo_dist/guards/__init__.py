@@ -8,11 +8,13 @@ installs the cheapest guard that keeps every folded answer sound:
 - mesh: identity fast path, else a semantic fingerprint (``mesh.fingerprint``).
 """
 
+from ._lambda import install_identity_guard
 from .mesh import install_mesh_guard, mesh_fingerprint
 from .placement import install_placement_guard
 from .process_group import install_default_group_guard, install_group_guard
 
 __all__ = [
+    "install_identity_guard",
     "install_mesh_guard",
     "install_placement_guard",
     "install_group_guard",

@@ -3,9 +3,8 @@ expresses the check)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import logging
+from typing import Any, Callable
 
 from .. import _compat as C
 
@@ -18,14 +17,10 @@ def install_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], b
     ``describe`` is the human sentence shown when the guard fails (it becomes
     the guard's code part, which Dynamo prints as the recompile reason).
     """
-
-    def DYNAMO_DIST_MATCH(builder: Any, guard: Any) -> None:
-        check = make_check(builder.get(guard))
-        from torch._dynamo.guards import get_verbose_code_parts
-
-        builder.get_guard_manager(guard).add_lambda_guard(
-            check, get_verbose_code_parts(describe, guard), guard.user_stack
-        )
-
     log.debug("guard %s", describe)
-    C.install_guard(source.make_guard(DYNAMO_DIST_MATCH))
+    C.guard_predicate(source, make_check, describe)
+
+
+def install_identity_guard(source: Any) -> None:
+    """The object at ``source`` is the same object (C++ ``ID_MATCH``)."""
+    C.guard_identity(source)

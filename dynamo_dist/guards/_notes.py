@@ -36,27 +36,19 @@ def remove_listener(listener: Listener) -> None:
 def note(source: Any, kind: str) -> None:
     """Record, at guard-build time, the value ``source`` has in this compile."""
     if _listeners:
-        C.install_guard(source.make_guard(_NOTE_FNS[kind]))
+        C.guard_build_hook(source, f"DYNAMO_DIST_NOTE_{kind.upper()}", _HOOKS[kind])
 
 
-def _make_note_fn(kind: str) -> Callable[[Any, Any], None]:
-    def note_fn(builder: Any, guard: Any) -> None:
-        from torch._guards import CompileContext
-
-        try:
-            value = builder.get(guard)
-        except Exception:  # a source Dynamo cannot evaluate: nothing to say
-            return
-        compile_id = str(CompileContext.current_compile_id())
+def _make_hook(kind: str) -> Callable[[str, Any], None]:
+    def hook(source_name: str, value: Any) -> None:
+        compile_id = C.current_compile_id()
         for listener in list(_listeners):
             try:
-                listener(compile_id, guard.name, kind, value)
+                listener(compile_id, source_name, kind, value)
             except Exception:  # diagnostics must never fail a compile
                 pass
 
-    # Dynamo sorts and prints guards by their build function's name.
-    note_fn.__name__ = note_fn.__qualname__ = f"DYNAMO_DIST_NOTE_{kind.upper()}"
-    return note_fn
+    return hook
 
 
-_NOTE_FNS = {kind: _make_note_fn(kind) for kind in KINDS}
+_HOOKS = {kind: _make_hook(kind) for kind in KINDS}

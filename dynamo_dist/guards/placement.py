@@ -17,24 +17,17 @@ from ._notes import note
 
 log = logging.getLogger("dynamo_dist.guards")
 
-# Fields that fully determine a built-in placement's value, by exact type name.
-_FIELDS = {
-    "Shard": ("dim",),
-    "_StridedShard": ("dim", "split_factor"),
-    "Replicate": (),
-    "Partial": ("reduce_op",),
-}
-
 
 def install_placement_guard(source: Any, placement: Any) -> None:
     log.debug("guard dynamo_dist: `%s` == %r (TYPE_MATCH + field EQUALS_MATCH)", source.name, placement)
-    C.install_guard(source.make_guard(C.GuardBuilder.TYPE_MATCH))
+    C.guard_type(source)
     note(source, "placement")
-    cls = type(placement)
-    fields = _FIELDS.get(cls.__name__) if cls.__module__.startswith("torch.") else None
+    # Built-in placements: the fields that define them (one table, shared
+    # with reconstruction), each a C++ EQUALS_MATCH.
+    fields = C.placement_fields(type(placement))
     if fields is not None:
-        for field in fields:
-            C.install_guard(C.AttrSource(source, field).make_guard(C.GuardBuilder.EQUALS_MATCH))
+        for field in fields.names:
+            C.guard_attr_equals(source, field)
         return
 
     def make_check(p_now: Any):

@@ -7,9 +7,8 @@ guard Dynamo has (C++ ``ID_MATCH``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 from .. import _compat as C
 from ._notes import note
@@ -19,7 +18,7 @@ log = logging.getLogger("dynamo_dist.guards")
 
 def install_group_guard(source: Any) -> None:
     log.debug("guard dynamo_dist: `%s` is the same ProcessGroup object (ID_MATCH)", source.name)
-    C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+    C.guard_identity(source)
     note(source, "process_group")
 
 
@@ -27,8 +26,7 @@ def install_default_group_guard(tx: Any) -> None:
     """Guard the answers of ``dist.get_rank()`` etc. called without a group on
     the identity of the default (WORLD) group: re-initialising the world
     recompiles."""
-    module = tx.import_source("torch.distributed.distributed_c10d")
-    world = C.AttrSource(C.AttrSource(module, "GroupMember"), "WORLD")
+    world = C.default_group_source(tx)
     log.debug("guard dynamo_dist: the default (WORLD) group is the same object (ID_MATCH)")
-    C.install_guard(world.make_guard(C.GuardBuilder.ID_MATCH))
+    C.guard_identity(world)
     note(world, "world")

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+
+import torch.distributed as dist
 
 from .. import _compat as C
-from .base import DistObjectVariable, constant_args, raise_like_eager
-from .members import DEVICE_MESH_MEMBERS
-from .runtime_rank import runtime_coordinate, runtime_rank_in, tensor_in_graph
+from .base import DistObjectVariable
+from .breaks import raise_like_eager
+from .folding import constant_args
+from .members import DEVICE_MESH_MEMBERS, Member
+from .runtime_rank import runtime_coordinate, runtime_rank_in
+from .wrap import register
 
 
 def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
     """Meshes tracked in the frame being traced, by identity of the real mesh."""
-    return tx.output.__dict__.setdefault("_dynamo_dist_meshes", {})
+    return C.frame_state(tx, "meshes")
 
 
 class DeviceMeshVariable(DistObjectVariable):
     MEMBERS = DEVICE_MESH_MEMBERS
     LABEL = "DeviceMesh"
+    # RANK rows under compile_on_one_rank: the graph computation of each.
+    RUNTIME_RANK: ClassVar[dict[str, str]] = {
+        "get_rank": "runtime_global_rank",
+        "get_local_rank": "runtime_local_rank",
+        "get_coordinate": "runtime_coordinate",
+    }
 
     def __init__(self, value: Any, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)
@@ -29,61 +40,53 @@ class DeviceMeshVariable(DistObjectVariable):
             if tx is not None:
                 known_meshes(tx).setdefault(id(value), self)
 
-    def mp_subscript_impl(self, tx: Any, key: C.VariableTracker) -> C.VariableTracker:
+    def vt_getitem(self, tx: Any, key: Any) -> Any:
         # mesh["tp"], mesh["dp", "tp"], mesh[("dp", "tp")]: a tracked submesh
         # rebuilt as parent[key]; no graph node.
         return self.apply_member(tx, "__getitem__", self.MEMBERS["__getitem__"], [key], {})
 
-    def apply_member(self, tx: Any, name: str, member: Any, args: list, kwargs: dict) -> C.VariableTracker:
-        if name == "mesh":
-            # The rank tensor: rebuilt in the graph from the folded rank table,
-            # as torch.tensor(...) (the mesh guard pins the table).
-            return tensor_in_graph(tx, self.value.mesh.tolist())
-        return super().apply_member(tx, name, member, args, kwargs)
-
-    def evaluate(self, tx: Any, name: str, method: bool, args: list, kwargs: dict) -> C.VariableTracker:
-        result = super().evaluate(tx, name, method, args, kwargs)
-        if name == "get_group":
-            # Remember which mesh dim the group is, so its rank can be computed
-            # from the mesh's rank table under compile_on_one_rank (identical
-            # on every rank) rather than from this rank's own group members.
-            dim = (list(args) + list(kwargs.values()) or [None])[0]
-            index = dim.as_python_constant() if dim is not None else 0
-            if isinstance(index, str):
-                index = self.value._get_mesh_dim_by_name(index)
-            elif isinstance(index, int):
-                index %= self.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
-            result.mesh_dim = (self.value, index) if group_follows_mesh(self.value, index) else None
+    def group_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
+        result = super().group_member(tx, name, member, args, kwargs)
+        # Remember which mesh dim the group is, so its rank can be computed
+        # from the mesh's rank table under compile_on_one_rank (identical
+        # on every rank) rather than from this rank's own group members.
+        dim = (list(args) + list(kwargs.values()) or [None])[0]
+        index = dim.as_python_constant() if dim is not None else 0
+        if isinstance(index, str):
+            index = C.mesh_dim_index(self.value, index)
+        elif isinstance(index, int):
+            index %= self.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
+        result.mesh_dim = (self.value, index) if group_follows_mesh(self.value, index) else None
         return result
 
-    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
+    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
+        return getattr(self, self.RUNTIME_RANK[name])(tx, args, kwargs)
+
+    def runtime_global_rank(self, tx: Any, args: list, kwargs: dict) -> Any:
+        return runtime_rank_in(tx, list(range(dist.get_world_size())))
+
+    def runtime_coordinate(self, tx: Any, args: list, kwargs: dict) -> Any:
         mesh = self.value
-        if name == "get_rank":
-            import torch.distributed as dist
-
-            return runtime_rank_in(tx, list(range(dist.get_world_size())))
+        if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
+            return C.constant(None)
         full = C.mesh_full_tensor_list(mesh)
-        if name == "get_coordinate":
-            from torch._dynamo.variables.lists import TupleVariable
+        return C.make_tuple([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
 
-            if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
-                return C.ConstantVariable.create(None)
-
-            return TupleVariable([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
+    def runtime_local_rank(self, tx: Any, args: list, kwargs: dict) -> Any:
         # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
         # (same errors as eager), only the rank itself is computed at run time.
+        mesh = self.value
+        full = C.mesh_full_tensor_list(mesh)
         pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
         dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
         try:
             mesh.get_local_rank(dim)  # raises like eager on a bad dim
             index = 0 if dim is None else (
-                mesh._get_mesh_dim_by_name(dim) if isinstance(dim, str) else dim % mesh.ndim
+                C.mesh_dim_index(mesh, dim) if isinstance(dim, str) else dim % mesh.ndim
             )
         except Exception as e:
             raise_like_eager(tx, e)
         if not group_follows_mesh(mesh, index):
-            import torch.distributed as dist
-
             return runtime_rank_in(tx, dist.get_process_group_ranks(mesh.get_group(index)))
         return runtime_coordinate(tx, full, index)
 
@@ -94,10 +97,11 @@ def group_follows_mesh(mesh: Any, index: int) -> bool:
     for a dim spanning the whole world even when the mesh orders the ranks
     otherwise (``DeviceMesh("cpu", [1, 0])``), and eager answers
     ``get_local_rank``/``group.rank()`` from the group."""
-    import torch.distributed as dist
-
     coordinate = mesh.get_coordinate()
     if coordinate is None:
         return True
     row = mesh.mesh[(*coordinate[:index], slice(None), *coordinate[index + 1:])].tolist()
     return dist.get_process_group_ranks(mesh.get_group(index)) == row
+
+
+register(C.DeviceMesh, lambda value, rebuild: DeviceMeshVariable(value, rebuild=rebuild))

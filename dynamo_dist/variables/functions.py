@@ -4,77 +4,88 @@ cleanly (``init_device_mesh`` inside a compiled region)."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
+
+import torch.distributed as dist
+import torch.distributed.device_mesh
+import torch.distributed.distributed_c10d as c10d
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .base import (
-    ImportableObjectVariable,
-    Rebuild,
-    constant_args,
-    describe,
-    graph_break,
-    log,
-    raise_like_eager,
-    wrap_value,
-)
-from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind
+from .breaks import describe, describe_call, graph_break, log, raise_like_eager
+from .folding import constant_args
+from .importable import ImportableObjectVariable
+from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind, Member
+from .process_group import ProcessGroupVariable, runtime_group_rank
+from .rebuild import Rebuild
 from .runtime_rank import runtime_rank_in
+from .wrap import wrap_value
 
 _FUNCTIONS = {**DIST_FUNCTIONS, **C10D_GROUP_HELPERS}
+# Where the table's functions are found, in order.
+_MODULES = (dist, c10d, torch.distributed.device_mesh)
 
 
 @functools.cache
 def dist_functions() -> dict[Any, str]:
     """The function objects we handle, mapped to their table name."""
-    import torch.distributed as dist
-    import torch.distributed.distributed_c10d as c10d
-    from torch.distributed.device_mesh import init_device_mesh
-
     found = {}
     for name in _FUNCTIONS:
-        fn = init_device_mesh if name == "init_device_mesh" else getattr(dist, name, getattr(c10d, name, None))
+        fn = next((getattr(m, name) for m in _MODULES if hasattr(m, name)), None)
         if fn is not None:
             found[fn] = name
     return found
 
 
 class DistFunctionVariable(ImportableObjectVariable):
-    _nonvar_fields = {"name", *ImportableObjectVariable._nonvar_fields}
+    STATE = ("name",)
+    # Kind -> the method that handles a call of a function of that kind.
+    KIND_HANDLERS: ClassVar[dict[Kind, str]] = {
+        Kind.FOLD: "fold_call",
+        Kind.RANK: "rank_call",
+        Kind.BREAK: "unsupported_call",
+    }
 
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)
         self.name = name
 
-    def call_function(self, tx: Any, args: list, kwargs: dict) -> C.VariableTracker:
+    def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         member = _FUNCTIONS[self.name]
+        return getattr(self, self.KIND_HANDLERS[member.kind])(tx, member, args, kwargs)
+
+    def unsupported_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
         what = f"torch.distributed.{self.name}"
-        if member.kind is Kind.BREAK:
-            graph_break(
-                "unsupported torch.distributed call",
-                what,
-                f"`{what}` creates distributed state (communicators, groups); it cannot "
-                "run inside a compiled region.",
-                [member.hint],
-            )
-        pargs, pkwargs = constant_args(tx, what, args, kwargs)
-        group = pargs[0] if pargs else pkwargs.get("group")
-        if group is None:
-            # Answer depends on the default group: guard its identity.
-            install_default_group_guard(tx)
-        if member.kind is Kind.RANK and C.compile_on_one_rank():
-            import torch.distributed as dist
+        graph_break(
+            "unsupported torch.distributed call",
+            what,
+            f"`{what}` creates distributed state (communicators, groups); it cannot "
+            "run inside a compiled region.",
+            [member.hint],
+        )
 
-            from .process_group import ProcessGroupVariable, runtime_group_rank
+    def rank_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+        if not C.compile_on_one_rank():
+            return self.fold_call(tx, member, args, kwargs)
+        self._arguments(tx, args, kwargs)
+        group_vt = (args or list(kwargs.values()) or [None])[0]
+        if isinstance(group_vt, ProcessGroupVariable):
+            return runtime_group_rank(tx, group_vt)
+        return runtime_rank_in(tx, list(range(dist.get_world_size())))
 
-            group_vt = (args or list(kwargs.values()) or [None])[0]
-            if isinstance(group_vt, ProcessGroupVariable):
-                return runtime_group_rank(tx, group_vt)
-            return runtime_rank_in(tx, list(range(dist.get_world_size())))
+    def fold_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+        pargs, pkwargs = self._arguments(tx, args, kwargs)
+        what = f"torch.distributed.{self.name}"
         try:
             result = self.value(*pargs, **pkwargs)
         except Exception as e:
             raise_like_eager(tx, e)
-        shown = ", ".join([*map(describe, pargs), *(f"{k}={describe(v)}" for k, v in pkwargs.items())])
-        log.debug("folded %s(%s) -> %s", what, shown, describe(result))
+        log.debug("folded %s(%s) -> %s", what, describe_call(pargs, pkwargs), describe(result))
         return wrap_value(tx, result, Rebuild(self, ()), what)
+
+    def _arguments(self, tx: Any, args: list, kwargs: dict) -> tuple[list, dict]:
+        pargs, pkwargs = constant_args(tx, f"torch.distributed.{self.name}", args, kwargs)
+        if (pargs[0] if pargs else pkwargs.get("group")) is None:
+            # Answer depends on the default group: guard its identity.
+            install_default_group_guard(tx)
+        return pargs, pkwargs

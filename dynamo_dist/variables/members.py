@@ -3,7 +3,9 @@
 The same tables drive the trackers (``variables/*.py``), the README coverage
 table (``python -m dynamo_dist coverage``) and the tests that walk them. A
 member not listed here is handled by the fallback described in
-``base.DistObjectVariable.unknown_member``: members stock torch evaluates on
+``base.DistObjectVariable.unknown_member``; each ``Kind`` selects one
+handler (``base.DistObjectVariable.KIND_HANDLERS``, the DTensor handlers in
+``dtensor.py``, ``functions.DistFunctionVariable.KIND_HANDLERS``): members stock torch evaluates on
 the real object are folded the same way, everything else is a clean
 ``dynamo_dist:`` graph break.
 """
@@ -32,8 +34,6 @@ class Member:
     # For BREAK rows: what the user should do instead.
     hint: str = ""
 
-
-MOVE_OUT = "Compute it outside the compiled function and pass the result in."
 
 DEVICE_MESH_MEMBERS: dict[str, Member] = {
     "ndim": Member(Kind.FOLD),

@@ -4,39 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch.distributed as dist
+
 from .. import _compat as C
 from .base import DistObjectVariable
 from .members import PROCESS_GROUP_MEMBERS
 from .runtime_rank import runtime_coordinate, runtime_rank_in
+from .wrap import register
 
 
 class ProcessGroupVariable(DistObjectVariable):
     MEMBERS = PROCESS_GROUP_MEMBERS
     LABEL = "ProcessGroup"
-
-    _nonvar_fields = {"mesh_dim", *DistObjectVariable._nonvar_fields}
+    STATE = ("mesh_dim",)
 
     def __init__(self, value: Any, mesh_dim: tuple | None = None, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)
         # (mesh, dim) when the group came from mesh.get_group(dim).
         self.mesh_dim = mesh_dim
 
-    def hash_impl(self, tx: Any) -> tuple[int, bool]:
+    def vt_hash(self, tx: Any) -> tuple[int, bool]:
         # ProcessGroup hashes by identity: usable as a dict key inside the
         # region, but the number must not be baked into bytecode.
         return hash(self.value), True
 
-    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> C.VariableTracker:
+    def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
         return runtime_group_rank(tx, self)
 
 
-def runtime_group_rank(tx: Any, group: ProcessGroupVariable) -> C.VariableTracker:
+def runtime_group_rank(tx: Any, group: ProcessGroupVariable) -> Any:
     """This rank's rank in ``group``, computed in the graph. A group that is a
     mesh dim uses the mesh's full rank table, so the graph is the same on
     every rank; a free-standing group can only use its own member list."""
-    import torch.distributed as dist
-
     if group.mesh_dim is not None:
         mesh, index = group.mesh_dim
         return runtime_coordinate(tx, C.mesh_full_tensor_list(mesh), index)
     return runtime_rank_in(tx, dist.get_process_group_ranks(group.value))
+
+
+register(C.ProcessGroup, lambda value, rebuild: ProcessGroupVariable(value, rebuild=rebuild))

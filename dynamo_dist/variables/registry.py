@@ -1,80 +1,40 @@
-"""Which tracker a value gets. Called from the Dynamo hooks in ``_hooks.py``."""
+"""Which tracker a value gets. Called from the Dynamo hooks in ``_hooks.py``.
+
+Sourceless values go through the type -> tracker table in ``wrap.py`` (each
+tracker module registers its type); sourced values get their guard here.
+"""
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
 from .. import _compat as C
 from .. import guards
-
-
-@functools.cache
-def _types() -> tuple[type, type, type]:
-    from torch.distributed import ProcessGroup
-    from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor.placement_types import Placement
-
-    return DeviceMesh, ProcessGroup, Placement
-
-
-def tracker_for(value: Any, rebuild: Any = None) -> C.VariableTracker | None:
-    """A tracker for a value with no source of its own (built or derived
-    during tracing), or None if it is not a distributed object."""
-    from .device_mesh import DeviceMeshVariable
-    from .placement import PlacementVariable
-    from .process_group import ProcessGroupVariable
-
-    DeviceMesh, ProcessGroup, Placement = _types()
-    if isinstance(value, DeviceMesh):
-        return DeviceMeshVariable(value, rebuild=rebuild)
-    if isinstance(value, ProcessGroup):
-        return ProcessGroupVariable(value, rebuild=rebuild)
-    if isinstance(value, Placement):
-        # Built-in placements rebuild by constructor; others need the recipe.
-        from .placement import is_builtin_placement_type
-
-        return PlacementVariable(
-            value, rebuild=None if is_builtin_placement_type(type(value)) else rebuild
-        )
-    return None
+from .breaks import graph_break
+from .device_mesh import DeviceMeshVariable
+from .dtensor import DTensorFunctionVariable, dtensor_functions
+from .functions import DistFunctionVariable, dist_functions
+from .placement import PlacementClassVariable, PlacementVariable
+from .process_group import ProcessGroupVariable
+from .wrap import tracker_for  # noqa: F401  (the hooks' entry point for sourceless values)
 
 
 def sourceless_types() -> list[type]:
     """Exact types registered in SourcelessBuilder's fast table."""
-    import torch.distributed.tensor.placement_types as pt
-
-    DeviceMesh, ProcessGroup, Placement = _types()
-    return [
-        DeviceMesh,
-        ProcessGroup,
-        pt.Shard,
-        pt.Replicate,
-        pt.Partial,
-        pt._StridedShard,
-        pt._MaskPartial,
-    ]
+    return [C.DeviceMesh, C.ProcessGroup, *C.PLACEMENT_TYPES]
 
 
-def tracker_for_source(tx: Any, source: Any, value: Any) -> C.VariableTracker | None:
+def tracker_for_source(tx: Any, source: Any, value: Any) -> Any:
     """A tracker for a value read from ``source`` (argument, global, attribute),
     with its guard installed; None to let stock Dynamo handle the value."""
-    from .device_mesh import DeviceMeshVariable
-    from .functions import DistFunctionVariable, dist_functions
-    from .placement import PlacementClassVariable, PlacementVariable, is_builtin_placement_type
-    from .process_group import ProcessGroupVariable
-
-    DeviceMesh, ProcessGroup, Placement = _types()
-    if isinstance(value, DeviceMesh):
+    if isinstance(value, C.DeviceMesh):
         try:
             guards.mesh_fingerprint(value)
         except Exception:
             # A mesh still being constructed: Dynamo is tracing DeviceMesh's
             # own __init__ (init_device_mesh ran after a graph break). Stock
             # crashes here; we let that frame run eagerly.
-            from .base import graph_break
-
             graph_break(
                 "DeviceMesh under construction",
                 type(value).__name__,
@@ -84,24 +44,22 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> C.VariableTracker | 
             )
         guards.install_mesh_guard(source, value)
         return DeviceMeshVariable(value, source=source)
-    if isinstance(value, ProcessGroup):
+    if isinstance(value, C.ProcessGroup):
         guards.install_group_guard(source)
         return ProcessGroupVariable(value, source=source)
-    if isinstance(value, Placement):
+    if isinstance(value, C.Placement):
         guards.install_placement_guard(source, value)
         return PlacementVariable(value, source=source)
-    if inspect.isclass(value) and issubclass(value, Placement) and is_builtin_placement_type(value):
-        C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+    if inspect.isclass(value) and issubclass(value, C.Placement) and C.is_builtin_placement_type(value):
+        guards.install_identity_guard(source)
         return PlacementClassVariable(value, source=source)
     if inspect.isfunction(value):
-        from .dtensor import DTensorFunctionVariable, dtensor_functions
-
         dt_name = dtensor_functions().get(value)
         if dt_name is not None:
-            C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+            guards.install_identity_guard(source)
             return DTensorFunctionVariable(value, dt_name, source=source)
         name = dist_functions().get(value)
         if name is not None:
-            C.install_guard(source.make_guard(C.GuardBuilder.ID_MATCH))
+            guards.install_identity_guard(source)
             return DistFunctionVariable(value, name, source=source)
     return None

@@ -20,20 +20,16 @@ def _coordinate_at_runtime(full_mesh: tuple, index: int) -> Any:
     return C.runtime_coordinate_op()(rank_table, index)
 
 
-def runtime_coordinate(tx: Any, full_mesh: list, index: int) -> C.VariableTracker:
+def runtime_coordinate(tx: Any, full_mesh: list, index: int) -> Any:
     """A SymInt in the graph: this rank's coordinate along ``index`` of the
     (batch, *shape) rank table ``full_mesh``."""
-    from torch._dynamo.variables.functions import UserFunctionVariable
-
     C.runtime_coordinate_op()  # make sure the op is registered before tracing
-    return UserFunctionVariable(_coordinate_at_runtime).call_function(
-        tx,
-        [C.ConstantVariable.create(_to_tuple(full_mesh)), C.ConstantVariable.create(index)],
-        {},
+    return C.inline_call(
+        tx, _coordinate_at_runtime, [C.constant(_to_tuple(full_mesh)), C.constant(index)], {}
     )
 
 
-def runtime_rank_in(tx: Any, ranks: list[int]) -> C.VariableTracker:
+def runtime_rank_in(tx: Any, ranks: list[int]) -> Any:
     """This process's position within ``ranks`` (its rank in that group)."""
     return runtime_coordinate(tx, [list(ranks)], 0)
 
@@ -46,10 +42,6 @@ def _int_tensor(values: tuple) -> Any:
     return torch.tensor(values, dtype=torch.int)
 
 
-def tensor_in_graph(tx: Any, values: list) -> C.VariableTracker:
+def tensor_in_graph(tx: Any, values: list) -> Any:
     """``torch.tensor(values)`` as a graph op (values are trace-time constants)."""
-    from torch._dynamo.variables.functions import UserFunctionVariable
-
-    return UserFunctionVariable(_int_tensor).call_function(
-        tx, [C.ConstantVariable.create(_to_tuple(values))], {}
-    )
+    return C.inline_call(tx, _int_tensor, [C.constant(_to_tuple(values))], {})

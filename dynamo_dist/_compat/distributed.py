@@ -1,0 +1,115 @@
+"""Facts about torch.distributed's objects that are not public API: private
+attributes of meshes and DTensors, private modules, and the built-in
+placement types with the fields that define them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed._functional_collectives as funcol  # noqa: F401  (re-exported)
+import torch.distributed.tensor.placement_types as _pt
+from torch.distributed import ProcessGroup  # noqa: F401  (re-exported)
+from torch.distributed.device_mesh import DeviceMesh  # noqa: F401  (re-exported)
+from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (re-exported)
+
+assert_async = torch._assert_async
+
+
+def runtime_coordinate_op() -> Any:
+    """The custom op stock uses to compute a mesh coordinate at run time."""
+    from torch.distributed._ops import device_mesh as _ops  # noqa: F401  (registers; imports DTensor ops)
+
+    return torch.ops.device_mesh._runtime_compute_coordinate_on_dim
+
+
+# -- DeviceMesh ---------------------------------------------------------------
+
+def mesh_dim_group_names(mesh: Any) -> tuple[str, ...]:
+    return tuple(mesh._dim_group_names)
+
+
+def mesh_rank_map(mesh: Any) -> tuple[int, ...]:
+    # DeviceMesh.__init__ keeps the rank map as a tuple already (for its
+    # hash): reading it costs nothing, converting the tensor ~0.7 us, which
+    # the mesh guard's fingerprint path pays on every equal new mesh object.
+    flat = getattr(mesh, "_flatten_rank_map", None)
+    return flat if isinstance(flat, tuple) else tuple(mesh._rank_map.tolist())
+
+
+def mesh_layout_key(mesh: Any) -> Any:
+    # _MeshLayout is an immutable, hashable value (sizes and strides per dim).
+    return mesh._layout
+
+
+def mesh_full_tensor_list(mesh: Any) -> list:
+    """The (batch, *mesh.shape) rank tensor stock feeds the runtime op."""
+    return mesh._layout.remap_to_tensor(mesh._rank_map).tolist()
+
+
+def mesh_dim_index(mesh: Any, name: str) -> int:
+    """The index of the mesh dim called ``name`` (raises like eager)."""
+    return mesh._get_mesh_dim_by_name(name)
+
+
+# -- DTensor ------------------------------------------------------------------
+
+def dtensor_local(x: Any) -> Any:
+    """A DTensor's local tensor, without autograd (``x._local_tensor``)."""
+    return x._local_tensor
+
+
+# -- placements ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlacementFields:
+    """The fields that fully define a built-in placement: rebuilt as
+    ``cls(*positional, **keyword)``, guarded by equality of each field."""
+
+    positional: tuple[str, ...] = ()
+    keyword: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.positional + self.keyword
+
+    def constructor_call(self, p: Any) -> tuple[tuple, dict]:
+        return tuple(getattr(p, f) for f in self.positional), {k: getattr(p, k) for k in self.keyword}
+
+
+# Exact type -> fields. torch's other placements (``_MaskPartial``, ...) are
+# built-in too but carry more state: they rebuild from their pickled state
+# and are guarded by their own equality (see ``placement_fields``).
+BUILTIN_PLACEMENTS: dict[type, PlacementFields] = {
+    _pt.Replicate: PlacementFields(),
+    _pt.Shard: PlacementFields(("dim",)),
+    _pt._StridedShard: PlacementFields(("dim",), ("split_factor",)),
+    _pt.Partial: PlacementFields(("reduce_op",)),
+}
+
+# Placement types Dynamo's sourceless fast table should send to us.
+PLACEMENT_TYPES: tuple[type, ...] = (*BUILTIN_PLACEMENTS, _pt._MaskPartial)
+
+_BUILTIN_MODULE = "torch.distributed"
+
+
+def placement_fields(cls: type) -> PlacementFields | None:
+    """The defining fields of a built-in placement type, else None."""
+    return BUILTIN_PLACEMENTS.get(cls)
+
+
+def is_builtin_placement_type(cls: type) -> bool:
+    """A placement torch defines (rebuilt by its constructor, importable)."""
+    return cls in BUILTIN_PLACEMENTS or cls.__module__.startswith(_BUILTIN_MODULE)
+
+
+def constructor_call(p: Any) -> tuple[tuple, dict]:
+    """The constructor arguments that rebuild ``p`` (``Shard(1)``,
+    ``_StridedShard(0, split_factor=2)``, ``Partial("max")``...)."""
+    fields = BUILTIN_PLACEMENTS.get(type(p))
+    if fields is not None:
+        return fields.constructor_call(p)
+    # Anything else: the keyword state pickling uses (dataclass-like placements).
+    state = p.__reduce_ex__(2)[2] or {}
+    return (), dict(state)

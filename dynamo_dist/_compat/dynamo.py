@@ -1,0 +1,211 @@
+"""Dynamo's tracer, trackers, codegen and guards, as small named functions.
+
+Everything dynamo_dist does *with* Dynamo (build a stock tracker, emit
+bytecode, install a guard, keep per-frame state, add a graph node) goes
+through a function here, so a torch release that moves these internals is a
+change to this module only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch._dynamo
+from torch._dynamo.bytecode_transformation import create_call_function
+from torch._dynamo.exc import raise_observed_exception, unimplemented
+from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts, install_guard
+from torch._dynamo.source import AttrSource
+from torch._dynamo.symbolic_convert import InstructionTranslator
+from torch._dynamo.variables.base import ValueMutationNew, VariableTracker
+from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder, wrap_fx_proxy
+from torch._dynamo.variables.builtin import BuiltinVariable
+from torch._dynamo.variables.constant import ConstantVariable
+from torch._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
+from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
+from torch._dynamo.variables.misc import GetAttrVariable
+from torch._dynamo.variables.tensor import TensorVariable
+from torch._guards import CompileContext
+
+# After torch._dynamo (importing it first is a circular import inside torch).
+from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrappers  # noqa: E402
+
+__all__ = [
+    "aot_runtime_wrappers", "BuiltinVariable", "SourcelessBuilder", "TensorVariable", "VariableBuilder",
+    "VariableTracker",
+]
+
+dynamo_disable = torch._dynamo.disable
+
+
+def reset() -> None:
+    """Drop compiled code and guards (``torch._dynamo.reset``)."""
+    torch._dynamo.reset()
+
+
+# -- the tracer ---------------------------------------------------------------
+
+def current_tx() -> Any:
+    return InstructionTranslator.current_tx()
+
+
+def frame_state(tx: Any, key: str) -> dict:
+    """A dict that lives as long as the frame being traced (its output graph)."""
+    return tx.output.__dict__.setdefault(f"_dynamo_dist_{key}", {})
+
+
+def break_graph(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:
+    unimplemented(gb_type=gb_type, context=context, explanation=explanation, hints=hints)
+
+
+def raise_observed(exc_type: type, tx: Any, args: list) -> Any:
+    """Raise ``exc_type(*args)`` inside the traced program, as eager would."""
+    raise_observed_exception(exc_type, tx, args=args)
+
+
+def graph_call(tx: Any, op: Callable[..., Any], tensors: list) -> VariableTracker:
+    """``op(*tensors)`` as one call_function node; Dynamo runs ``op`` on fake
+    tensors for the example value."""
+    proxy = tx.output.create_proxy("call_function", op, tuple(t.as_proxy() for t in tensors), {})
+    # Some redistributions (``_StridedShard``) compute an index tensor whose
+    # size is data-dependent on fake tensors, then return a static shape: the
+    # intermediate unbacked sizes never reach the output.
+    with tx.output.fake_mode.shape_env.ignore_fresh_unbacked_symbols():
+        return wrap_fx_proxy(tx, proxy)
+
+
+def example_value(vt: VariableTracker) -> Any:
+    """The fake value a tensor tracker's graph node computes (None if unknown)."""
+    return vt.proxy.node.meta.get("example_value")
+
+
+# -- trackers -----------------------------------------------------------------
+
+def is_tracker(x: Any) -> bool:
+    return isinstance(x, VariableTracker)
+
+
+def is_tensor(vt: Any) -> bool:
+    return isinstance(vt, TensorVariable)
+
+
+def list_items(vt: Any) -> list | None:
+    """The items of a list/tuple tracker, else None."""
+    return vt.items if isinstance(vt, BaseListVariable) else None
+
+
+def is_literal(value: Any) -> bool:
+    return ConstantVariable.is_literal(value)
+
+
+def constant(value: Any) -> VariableTracker:
+    return ConstantVariable.create(value)
+
+
+def make_tuple(items: list) -> VariableTracker:
+    return TupleVariable(items)
+
+
+def make_list(items: list) -> VariableTracker:
+    return ListVariable(items, mutation_type=ValueMutationNew())
+
+
+def method_of(vt: VariableTracker, name: str, py_type: type | None = None) -> VariableTracker:
+    """``vt.name`` as a bound-method tracker, called later through ``vt.call_method``."""
+    return GetAttrVariable(vt, name, py_type=py_type)
+
+
+def user_method(fn: Callable[..., Any], vt: VariableTracker) -> VariableTracker:
+    return UserMethodVariable(fn, vt)
+
+
+def inline_call(tx: Any, fn: Callable[..., Any], args: list, kwargs: dict) -> VariableTracker:
+    """Trace a call of the Python function ``fn`` (its body is inlined)."""
+    return UserFunctionVariable(fn).call_function(tx, args, kwargs)
+
+
+def wrap_sourced(tx: Any, source: Any, value: Any) -> VariableTracker:
+    """The tracker (ours if hooked) for ``value`` read from ``source``."""
+    return VariableBuilder(tx, source)(value)
+
+
+def attr_source(source: Any, name: str) -> Any:
+    return AttrSource(source, name)
+
+
+# -- codegen ------------------------------------------------------------------
+
+def emit_import(codegen: Any, module: str, name: str) -> None:
+    """Bytecode that loads ``module.name``."""
+    codegen.load_import_from(module, name)
+
+
+def emit_call_import(codegen: Any, module: str, name: str, args: tuple = (), kwargs: dict | None = None) -> None:
+    """Bytecode for ``module.name(*args, **kwargs)``: an argument that is a
+    tracker is reconstructed, anything else is a constant."""
+    kwargs = kwargs or {}
+    codegen.add_push_null(lambda: codegen.load_import_from(module, name))
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, VariableTracker):
+            codegen(a)
+        else:
+            codegen.extend_output([codegen.create_load_const(a)])
+    if kwargs:
+        codegen.extend_output(codegen.create_call_function_kw(len(args) + len(kwargs), tuple(kwargs), False))
+    else:
+        codegen.extend_output(create_call_function(len(args), False))
+
+
+# -- guards -------------------------------------------------------------------
+
+def guard_identity(source: Any) -> None:
+    """C++ ``ID_MATCH``: the object at ``source`` is the same object."""
+    install_guard(source.make_guard(GuardBuilder.ID_MATCH))
+
+
+def guard_type(source: Any) -> None:
+    """C++ ``TYPE_MATCH``: the object at ``source`` has the same exact type."""
+    install_guard(source.make_guard(GuardBuilder.TYPE_MATCH))
+
+
+def guard_attr_equals(source: Any, name: str) -> None:
+    """C++ ``EQUALS_MATCH`` on ``source.name``."""
+    install_guard(AttrSource(source, name).make_guard(GuardBuilder.EQUALS_MATCH))
+
+
+def guard_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:
+    """A Python predicate guard: ``make_check(value_at_compile_time)`` returns
+    the per-call check; ``describe`` is shown as the recompile reason."""
+
+    def DYNAMO_DIST_MATCH(builder: Any, guard: Any) -> None:
+        check = make_check(builder.get(guard))
+        builder.get_guard_manager(guard).add_lambda_guard(
+            check, get_verbose_code_parts(describe, guard), guard.user_stack
+        )
+
+    install_guard(source.make_guard(DYNAMO_DIST_MATCH))
+
+
+def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -> None:
+    """A guard that checks nothing: while Dynamo builds guards it calls
+    ``hook(source_name, value_at_compile_time)`` (Dynamo sorts and prints
+    guards by ``name``). A source Dynamo cannot evaluate is skipped."""
+
+    def build(builder: Any, guard: Any) -> None:
+        try:
+            value = builder.get(guard)
+        except Exception:
+            return
+        hook(guard.name, value)
+
+    build.__name__ = build.__qualname__ = name
+    install_guard(source.make_guard(build))
+
+
+def default_group_source(tx: Any) -> Any:
+    """The source of the default (WORLD) process group."""
+    module = tx.import_source("torch.distributed.distributed_c10d")
+    return AttrSource(AttrSource(module, "GroupMember"), "WORLD")
+
+
+def current_compile_id() -> str:
+    return str(CompileContext.current_compile_id())

@@ -1,0 +1,55 @@
+"""Trace-time values of trackers: what can be folded, and call arguments as
+Python values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _compat as C
+from .breaks import graph_break
+
+NO_VALUE = object()
+
+
+def real_value(vt: Any) -> Any:
+    """The trace-time value of a tracked object or constant, else NO_VALUE.
+    A tracker whose class sets ``REAL_VALUE_KNOWN`` answers with
+    ``as_python_constant`` even when it is not a Python constant to Dynamo."""
+    if getattr(vt, "REAL_VALUE_KNOWN", False) or vt.is_python_constant():
+        try:
+            return vt.as_python_constant()
+        except NotImplementedError:
+            return NO_VALUE
+    items = C.list_items(vt)
+    if items is not None:  # a tuple/list of placements, ...
+        values = [real_value(i) for i in items]
+        if all(v is not NO_VALUE for v in values):
+            return vt.python_type()(values)
+    return NO_VALUE
+
+
+def constants_or_none(args: list, kwargs: dict) -> tuple[list, dict] | None:
+    """Python values of all arguments, or None if one is only known at run time."""
+    values = [real_value(a) for a in args]
+    kw_values = {k: real_value(v) for k, v in kwargs.items()}
+    if any(v is NO_VALUE for v in (*values, *kw_values.values())):
+        return None
+    return values, kw_values
+
+
+def constant_args(tx: Any, what: str, args: list, kwargs: dict) -> tuple[list, dict]:
+    """Python values of call arguments; a graph break if one is only known at run time."""
+    consts = constants_or_none(args, kwargs)
+    if consts is not None:
+        return consts
+    graph_break(
+        "argument is not a trace-time constant",
+        f"{what} args={args} kwargs={kwargs}",
+        f"`{what}` was called with an argument whose value is only known when the "
+        "graph runs (a tensor or a dynamic value), so it cannot be folded.",
+        [
+            "Pass Python ints/strings (not tensors or SymInts) to mesh, placement "
+            "and process-group queries.",
+            "If the value comes from a tensor, compute it outside the compiled function.",
+        ],
+    )

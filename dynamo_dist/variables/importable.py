@@ -1,0 +1,45 @@
+"""Module-level classes and functions of torch.distributed as trackers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _compat as C
+
+
+class ImportableObjectVariable(C.Tracker):
+    """A module-level class or function of torch.distributed (``Shard``,
+    ``dist.get_rank``): a constant, compared by identity, rebuilt by import."""
+
+    STATE = ("value",)
+
+    def __init__(self, value: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value.__qualname__})"
+
+    def vt_hash(self, tx: Any) -> tuple[int, bool]:
+        return hash(self.value), False
+
+    def vt_richcompare(self, tx: Any, other: Any, op: str) -> Any:
+        if op in ("__eq__", "__ne__") and other.is_python_constant():
+            eq = self.value is other.as_python_constant()
+            return C.constant(eq if op == "__eq__" else not eq)
+        return C.constant(NotImplemented)
+
+    def vt_hasattr(self, tx: Any, name: str) -> Any:
+        return C.constant(hasattr(self.value, name))
+
+    def reconstruct(self, codegen: Any) -> None:
+        C.emit_import(codegen, self.value.__module__, self.value.__qualname__)
