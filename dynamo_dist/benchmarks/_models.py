@@ -1,4 +1,4 @@
-"""What the benchmarks compile for the models of ``dynamo_dist.testing.models``."""
+"""What the benchmarks compile for the models of ``dynamo_dist.demo.models``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ BENCH_SIZES: dict[str, dict[str, int]] = {
 
 def model_config(size: str) -> Any:
     """A ``ModelConfig`` by name: ``testing.models.SIZES`` or ``BENCH_SIZES``."""
-    from ..testing.models import SIZES, ModelConfig
+    from ..demo.models import SIZES, ModelConfig
 
     return SIZES[size] if size in SIZES else ModelConfig(**BENCH_SIZES[size])
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .._compat import observe as O
 from .recording import Recorder
 from .report import PLUGIN, STOCK, ExplainReport
 
@@ -55,6 +56,7 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
     recorder = Recorder(backend)
     session = Session(recorder, PLUGIN if plugin else STOCK)
     original_compile = torch.compile
+    from .. import _hooks
 
     @functools.wraps(original_compile)
     def compile_recorded(model: Any = None, **kwargs: Any) -> Any:
@@ -64,11 +66,11 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
 
     try:
         with recorder:
-            torch.compile = compile_recorded
+            patches = _hooks.compile_patches(compile_recorded)
             try:
                 yield session
             finally:
-                torch.compile = original_compile
+                patches.restore()
         session.report = recorder.report(session.mode)
     finally:
         if was_installed != dynamo_dist.is_installed():
@@ -100,7 +102,7 @@ def explain(fn: Callable[..., Any], *, backend: str = "aot_eager",
 
 def _run_once(fn: Callable[..., Any], args: tuple, kwargs: dict, *, plugin: bool, backend: str,
               reraise: bool) -> ExplainReport:
-    torch._dynamo.reset()
+    O.reset_dynamo()
     error: BaseException | None = None
     try:
         with explaining(plugin=plugin, backend=backend) as session:
@@ -110,7 +112,7 @@ def _run_once(fn: Callable[..., Any], args: tuple, kwargs: dict, *, plugin: bool
             except Exception as e:
                 error = e
     finally:
-        torch._dynamo.reset()
+        O.reset_dynamo()
     assert session.report is not None
     if error is not None:
         if reraise:

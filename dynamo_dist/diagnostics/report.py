@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .graphs import Collective
+
 PLUGIN = "dynamo_dist"
 STOCK = "stock torch"
 
@@ -41,17 +43,6 @@ class Recompile:
     previous: str  # compile id of the cached graph whose guard failed
     reason: str  # in user terms where known, else the cleaned guard
     guard: str  # the failed guard as Dynamo printed it (first line)
-
-
-@dataclass
-class Collective:
-    op: str
-    group: str
-    ranks: list[int] | None
-    shape: list[Any]
-    dtype: str
-    bytes_per_rank: int | None
-    stage: str  # "dynamo" (the captured graph), "forward" / "backward" (after AOTAutograd)
 
 
 @dataclass
