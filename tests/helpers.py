@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from dynamo_dist.testing import compile_and_run, distributed_objects_in
+from dynamo_dist.testing import compile_and_run, difference, distributed_objects_in
 
 
 def assert_same(a: Any, b: Any) -> None:
-    if isinstance(a, torch.Tensor):
-        torch.testing.assert_close(a, b)
-    elif isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            assert_same(x, y)
-    else:
-        assert type(a) is type(b) and a == b, (a, b)
+    """``a`` (eager) and ``b`` (compiled) are the same result: the oracle's
+    ``difference`` finds none."""
+    found = difference(a, b)
+    assert found is None, found
 
 
 def check_like_eager(fn, *args, expect_graphs: int | None = 1, **kwargs):

@@ -6,7 +6,7 @@ import torch
 import torch.distributed._functional_collectives as funcol
 
 from dynamo_dist.testing import make_mesh
-from dynamo_dist.testing.capture import CaptureBackend, Collective, collectives_in
+from dynamo_dist.testing import CaptureBackend, Collective, collectives_in
 
 
 def reduce_on_tp(x, mesh):

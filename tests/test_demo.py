@@ -9,8 +9,8 @@ import sys
 
 from dynamo_dist.cli import main
 from dynamo_dist.cli.demo import DemoOptions, RankSummary, render_report
-from dynamo_dist.testing.models import SIZES
-from dynamo_dist.testing.training import TrainRun
+from dynamo_dist.demo.models import SIZES
+from dynamo_dist.demo.training import TrainRun
 
 SMALL = ["--size", "tiny", "--steps", "3"]
 
@@ -56,7 +56,7 @@ def _summary(rank: int, compiled_loss: float) -> RankSummary:
     eager = TrainRun("eager", losses=[1.0, 0.5], step_ms=[10, 1])
     run = TrainRun("dynamo_dist", losses=[1.0, compiled_loss], step_ms=[900, 1], compiles=1,
                    forward=[["all_reduce[0]", "wait_tensor"]], backward=[[]])
-    from dynamo_dist.testing.training import compare
+    from dynamo_dist.demo.training import compare
 
     eager.grads = run.grads = [[torch.ones(2)], [torch.ones(2)]]
     return RankSummary(rank, runs={"eager": eager, "dynamo_dist": run},
@@ -81,7 +81,7 @@ def test_bad_options_exit_2(capsys):
 def test_progress_ticks_while_compiling():
     import time
 
-    from dynamo_dist.testing.training import ticking
+    from dynamo_dist.demo.training import ticking
 
     lines: list[str] = []
     with ticking(lines.append, "x: still compiling", every=0.05):

@@ -3,14 +3,14 @@ meshes): tensor-parallel models and DTensor programs compiled with the
 plugin under aot_eager (all) and inductor (a subset), forward and backward,
 equal to eager on every rank, with the expected collectives in the captured
 graphs. One spawned world per size runs the whole batch
-(``dynamo_dist.testing.numerics``); each check is reported as its own test."""
+(``dynamo_dist._testing.numerics``); each check is reported as its own test."""
 
 from __future__ import annotations
 
 import pytest
 
 from dynamo_dist.testing import run_in_gloo_world
-from dynamo_dist.testing.numerics import Check, CheckResult, checks_for_world, run_checks
+from dynamo_dist._testing.numerics import Check, CheckResult, checks_for_world, run_checks
 
 WORLDS = (2, 4)
 CHECKS = [(n, check) for n in WORLDS for check in checks_for_world(n)]
@@ -47,8 +47,8 @@ def test_batches_cover_the_issue():
     """Every world runs every model under aot_eager, and both worlds run
     inductor; the 4-rank world has the 2-D mesh; the programs cover the
     listed redistributions."""
-    from dynamo_dist.testing.models import MODELS
-    from dynamo_dist.testing.numerics import PROGRAMS
+    from dynamo_dist.demo.models import MODELS
+    from dynamo_dist._testing.numerics import PROGRAMS
 
     for n in WORLDS:
         checks = checks_for_world(n)
@@ -77,8 +77,8 @@ def test_collective_check_flags_wrong_group_and_missing_wait():
     dim's group, or one nobody waits on, is a problem."""
     from types import SimpleNamespace
 
-    from dynamo_dist.testing.capture import Collective
-    from dynamo_dist.testing.numerics import AG, AR, _check_collectives
+    from dynamo_dist.testing import Collective
+    from dynamo_dist._testing.numerics import AG, AR, _check_collectives
 
     result = CheckResult(Check("program", "p", "2d", "aot_eager"), 0, groups={"dp": "1", "tp": "3"})
     capture = SimpleNamespace(

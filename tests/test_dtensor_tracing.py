@@ -10,7 +10,7 @@ from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, 
 
 import dynamo_dist
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, fake_world, make_mesh
-from dynamo_dist.testing.capture import CaptureBackend
+from dynamo_dist.testing import CaptureBackend
 
 
 @pytest.fixture
@@ -207,7 +207,7 @@ def test_backward_inside_a_compiled_tp_step_breaks_cleanly(plugin):
     test_dtensor_numerics.)"""
     from torch._dynamo.utils import counters
 
-    from dynamo_dist.testing.models import build_model, make_input
+    from dynamo_dist.demo.models import build_model, make_input
 
     with fake_world(4, 1):
         mesh = make_mesh((4,))

@@ -3,7 +3,7 @@
 Derandomized (the same examples on every machine, no example database), a
 few dozen examples per property; ``python -m dynamo_dist fuzz`` runs the long
 profile. Each test calls the same check the CLI and the reproducer scripts
-call (``dynamo_dist.testing.properties``).
+call (``dynamo_dist.fuzzing.properties``).
 """
 
 import contextlib
@@ -14,7 +14,7 @@ from hypothesis import given, reject, settings
 
 import dynamo_dist
 from dynamo_dist.testing import strategies as S
-from dynamo_dist.testing.properties import (
+from dynamo_dist.fuzzing.properties import (
     PROPERTIES,
     InvalidExample,
     check_dtensor,
@@ -24,7 +24,7 @@ from dynamo_dist.testing.properties import (
     check_wild,
     gloo_pool,
 )
-from dynamo_dist.testing.specs import GroupArg, GuardExample, MeshArg, MeshSpec, Program, QueryInputs, World
+from dynamo_dist.fuzzing.specs import GroupArg, GuardExample, MeshArg, MeshSpec, Program, QueryInputs, World
 
 
 def ci(prop: str):

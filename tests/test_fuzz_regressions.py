@@ -4,8 +4,8 @@ shrunk example, checked by the property that found it."""
 import pytest
 from torch.distributed.tensor.placement_types import Replicate
 
-from dynamo_dist.testing.properties import check_guards, check_query, check_wild
-from dynamo_dist.testing.specs import (
+from dynamo_dist.fuzzing.properties import check_guards, check_query, check_wild
+from dynamo_dist.fuzzing.specs import (
     GroupArg,
     GuardExample,
     MeshArg,

@@ -2,6 +2,7 @@
 source, the runner shrinks and writes a reproducer script that fails on its
 own (checked with a deliberately broken oracle), and the CLI command."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,10 +13,11 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
+import dynamo_dist
 from dynamo_dist.testing import strategies as S
-from dynamo_dist.testing.fuzzing import run_property
-from dynamo_dist.testing.properties import Property
-from dynamo_dist.testing.specs import REDUCE_OPS, MeshSpec, World, code_of
+from dynamo_dist.fuzzing.driver import run_property
+from dynamo_dist.fuzzing.properties import Property
+from dynamo_dist.fuzzing.specs import REDUCE_OPS, MeshSpec, World, code_of
 
 CI = settings(settings.get_profile(S.CI_PROFILE), max_examples=100)
 
@@ -48,7 +50,7 @@ def test_strategies_reach_every_kind():
 @CI
 @given(S.guard_examples())
 def test_examples_print_as_source(example):
-    from dynamo_dist.testing import specs
+    from dynamo_dist.fuzzing import specs
 
     namespace = {name: getattr(specs, name) for name in dir(specs)}
     namespace.update(torch=torch, Shard=Shard, Replicate=Replicate, Partial=Partial, _StridedShard=_StridedShard)
@@ -59,7 +61,7 @@ BROKEN_ORACLE = '''
 """A deliberately broken oracle: it calls any answer that is True a mismatch."""
 import dynamo_dist
 from dynamo_dist.testing import assert_compiles_like_eager, difference
-from dynamo_dist.testing.specs import world_objects
+from dynamo_dist.fuzzing.specs import world_objects
 
 
 def broken_same(eager, compiled):
@@ -88,14 +90,16 @@ def test_reproducer_fails_on_its_own_for_a_broken_oracle(tmp_path, monkeypatch):
     assert failure.example.program.source.count("\n    v") == 1, failure.example.program.source
     script = failure.reproducer
     assert script is not None and script.exists()
-    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    # The package under test (installed or on PYTHONPATH) must be importable by the script.
+    root = os.path.dirname(os.path.dirname(dynamo_dist.__file__))
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), root]), "PATH": "/usr/bin:/bin"}
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=300)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "AssertionError: compiled != eager: broken oracle" in ran.stderr
     # The same script with the real oracle passes: the failure is the oracle's.
     fixed = script.read_text().replace("from broken_oracle import check as check",
-                                       "from dynamo_dist.testing.properties import check_query as check")
+                                       "from dynamo_dist.fuzzing.properties import check_query as check")
     assert fixed != script.read_text()
     (tmp_path / "fixed.py").write_text(fixed)
     ran = subprocess.run([sys.executable, str(tmp_path / "fixed.py")], capture_output=True, text=True, env=env,

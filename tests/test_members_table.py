@@ -2,7 +2,7 @@
 
 import pytest
 
-from dynamo_dist.testing.cases import CASES
+from dynamo_dist.coverage.cases import CASES
 from dynamo_dist.variables.members import ALL_TABLES, Kind
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_dist.diagnostics.coverage import differences_table, member_table, read_block
-from dynamo_dist.testing.cases import CASES, CLEAN_BREAK, run_all
+from dynamo_dist.coverage.tables import differences_table, member_table, read_block
+from dynamo_dist.coverage.cases import CASES, CLEAN_BREAK, run_all
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

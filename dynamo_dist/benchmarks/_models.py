@@ -1,10 +1,10 @@
-"""What the benchmarks compile for the models of ``dynamo_dist.testing.models``."""
+"""What the benchmarks compile for the models of ``dynamo_dist.demo.models``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-# Sizes beyond testing.models.SIZES. "bench": big enough that a training step
+# Sizes beyond demo.models.SIZES. "bench": big enough that a training step
 # does real work (a few ms per rank on one core), small enough for 2 cores.
 BENCH_SIZES: dict[str, dict[str, int]] = {
     "bench": {"dim": 256, "hidden": 1024, "n_heads": 8, "seq_len": 64, "batch": 4},
@@ -12,8 +12,8 @@ BENCH_SIZES: dict[str, dict[str, int]] = {
 
 
 def model_config(size: str) -> Any:
-    """A ``ModelConfig`` by name: ``testing.models.SIZES`` or ``BENCH_SIZES``."""
-    from ..testing.models import SIZES, ModelConfig
+    """A ``ModelConfig`` by name: ``demo.models.SIZES`` or ``BENCH_SIZES``."""
+    from ..demo.models import SIZES, ModelConfig
 
     return SIZES[size] if size in SIZES else ModelConfig(**BENCH_SIZES[size])
 

@@ -137,12 +137,12 @@ def switch_keeping_caches(side: str) -> None:
     """
     from dynamo_dist import _hooks
 
-    saved = _hooks._reset_dynamo
-    _hooks._reset_dynamo = lambda: None
+    quiet = _hooks.Patches()
+    quiet.set(_hooks, "_reset_dynamo", lambda: None)
     try:
         (_hooks.apply if side == PLUGIN else _hooks.remove)()
     finally:
-        _hooks._reset_dynamo = saved
+        quiet.restore()
 
 
 def clone_function(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
@@ -170,7 +170,7 @@ class FrameCounter:
         self.compiled: list[Callable[..., Any]] = []
 
     def __call__(self, gm: Any, example_inputs: list) -> Callable[..., Any]:
-        from torch._dynamo.backends.registry import lookup_backend
+        from .._compat.observe import lookup_backend
 
         self.frame_count += 1
         fn = lookup_backend(self.backend)(gm, example_inputs)

@@ -3,7 +3,7 @@
 (a) Mesh / placement / group query functions (backend ``eager``: tracing is
     the whole cost), in a fake 8-rank world.
 (b) The tensor-parallel MLP and the transformer block of
-    ``dynamo_dist.testing.models`` (forward and backward of one step), in a
+    ``dynamo_dist.demo.models`` (forward and backward of one step), in a
     fake world, with backends ``eager``, ``aot_eager`` and ``inductor``.
 
 One sample is one cold compile: Dynamo is reset, then the first call of a
@@ -71,7 +71,7 @@ def group_queries(x, pg):
 
 
 def funcol_on_mesh(x, mesh, pg):
-    import torch.distributed._functional_collectives as funcol
+    from .._compat.observe import funcol
 
     y = funcol.all_reduce(x, "sum", (mesh, 1))
     return funcol.all_reduce(y * mesh.size(0), "sum", pg)
@@ -80,7 +80,7 @@ def funcol_on_mesh(x, mesh, pg):
 def _query_args() -> dict[str, tuple[Callable[..., Any], tuple]]:
     from torch.distributed.tensor.placement_types import Replicate, Shard
 
-    from ..testing import make_mesh
+    from ..worlds import make_mesh
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     x = torch.ones(4)
@@ -101,23 +101,25 @@ QUERY_NAMES = ("mesh queries", "placement queries", "group queries", "funcol on 
 
 @contextlib.contextmanager
 def no_compile_caches() -> Iterator[None]:
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
+    from .. import _hooks
 
     # One compile thread: the compile's CPU time stays in this process (and
     # the compiler processes it waits for), where cpu_seconds() sees it.
-    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False, compile_threads=1), \
-            functorch_config.patch(enable_autograd_cache=False):
+    patches = _hooks.config_patches(inductor__fx_graph_cache=False, inductor__fx_graph_remote_cache=False,
+                                    inductor__compile_threads=1, functorch__enable_autograd_cache=False)
+    try:
         yield
+    finally:
+        patches.restore()
 
 
 def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> dict[str, float]:
     """Reset Dynamo, compile ``fn`` under ``side`` and time its first call
     (and the first backward, when it returns a loss): wall and CPU seconds."""
-    import torch._dynamo
+    from .._compat.observe import reset_dynamo
 
     T.use(side)
-    torch._dynamo.reset()
+    reset_dynamo()
     counter = T.FrameCounter(backend)
     compiled = torch.compile(fn, backend=counter, fullgraph=True)
     gc.collect()  # a full collection left over from the last sample is not this compile's
@@ -133,7 +135,7 @@ def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend
 
 def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tuple[Callable[..., Any], tuple]],
                       repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..testing import fake_world
+    from ..worlds import fake_world
 
     with fake_world(*WORLD), no_compile_caches():
         fn, args = make()
@@ -150,8 +152,8 @@ def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tup
 
 
 def _model_case(name: str, size: str) -> tuple[Callable[..., Any], tuple]:
-    from ..testing import make_mesh
-    from ..testing.models import build_model, local_input, make_input
+    from ..worlds import make_mesh
+    from ..demo.models import build_model, local_input, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     config = model_config(size)

@@ -1,6 +1,6 @@
 """The hand-written lower bound for the step-time benchmark.
 
-The same models as ``dynamo_dist.testing.models`` after their
+The same models as ``dynamo_dist.demo.models`` after their
 ``parallelize_*`` plan, written by hand with local tensors and explicit
 functional collectives (Megatron style): no DTensor, no mesh, no placement;
 the process group is named by its string name, as in the graphs DTensor
@@ -22,9 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed._functional_collectives as funcol
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .._compat.observe import funcol
 
 
 class _CopyToTP(torch.autograd.Function):

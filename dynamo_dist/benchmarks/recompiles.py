@@ -50,7 +50,7 @@ def queries_step(x, mesh, placements, pg):
 
 def collective_step(x, mesh, placements, pg):
     """The same, followed by a functional all-reduce on the group."""
-    import torch.distributed._functional_collectives as funcol
+    from .._compat.observe import funcol
 
     return funcol.all_reduce(_scaled(x, mesh, placements, pg), "sum", pg)
 
@@ -62,7 +62,7 @@ def workload() -> tuple[list[tuple], int]:
     """The calls (argument tuples) and the number of distinct configurations."""
     from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
-    from ..testing import make_mesh
+    from ..worlds import make_mesh
 
     root = make_mesh((2, 4), ("dp", "tp"))
     other = make_mesh((2, 4), ("dp", "tp"))  # same shape, new process groups
@@ -83,18 +83,14 @@ def workload() -> tuple[list[tuple], int]:
     return calls, len(configs)
 
 
-def _same(a: Any, b: Any) -> bool:
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(
-        torch.equal(a, b))
-
-
 def _run_calls(side: str, step: Callable[..., Any], calls: list[tuple]) -> dict[str, Any]:
     """Compile ``step`` under ``side``; call it with each argument tuple and
     compare with eager. Per-call statuses: ok, wrong or the exception."""
-    import torch._dynamo
+    from .._compat.observe import reset_dynamo
+    from ..diagnostics.compare import same
 
     T.use(side)
-    torch._dynamo.reset()
+    reset_dynamo()
     counter = T.FrameCounter("eager")
     compiled = torch.compile(step, backend=counter)
     statuses = []
@@ -105,8 +101,8 @@ def _run_calls(side: str, step: Callable[..., Any], calls: list[tuple]) -> dict[
         except Exception as e:  # stock crashes on some inputs: count, go on
             statuses.append(f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
             continue
-        statuses.append("ok" if _same(got, want) else "wrong")
-    torch._dynamo.reset()
+        statuses.append("ok" if same(got, want, exact=True) else "wrong")
+    reset_dynamo()
     T.use(T.STOCK)
     return {"compiles": counter.frame_count, "statuses": statuses}
 
@@ -120,7 +116,7 @@ def _summary(compiles: int, statuses: list[str], distinct: int) -> dict[str, Any
 
 def run_side(side: str, step: Callable[..., Any]) -> dict[str, Any]:
     """Every call of the workload, compiled under ``side``, against eager."""
-    from ..testing import fake_world
+    from ..worlds import fake_world
 
     with fake_world(*WORLD):
         calls, distinct = workload()
@@ -167,7 +163,7 @@ def dtensor_rank_main() -> dict[str, Any]:
 
 
 def measure_dtensor(world: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..testing import run_in_gloo_world
+    from ..worlds import run_in_gloo_world
 
     out: dict[str, Any] = {"name": f"DTensors on submeshes + an other-groups mesh (gloo x{world})"}
     progress(f"spawning {world} ranks")

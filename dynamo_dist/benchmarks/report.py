@@ -210,7 +210,7 @@ def doc_block(result: dict[str, Any], note: str = "") -> str:
 def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
     """Rewrite the generated block of ``path`` (created from a skeleton if
     missing); the hand-written text around the markers is kept."""
-    from ..diagnostics.coverage import replace_block
+    from ..coverage.tables import replace_block
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
     if f"<!-- {DOC_MARKER}:begin -->" not in text_:
@@ -222,7 +222,7 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
 
 def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCHMARKS.md") -> None:
     """Rewrite the README's summary block (between ``bench-summary`` markers)."""
-    from ..diagnostics.coverage import replace_block
+    from ..coverage.tables import replace_block
 
     with open(path) as f:
         text_ = f.read()

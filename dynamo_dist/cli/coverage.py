@@ -11,8 +11,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dynamo_dist.diagnostics.coverage import differences_table, member_table, replace_block
-    from dynamo_dist.testing.cases import run_all
+    from dynamo_dist.coverage.tables import differences_table, member_table, replace_block
+    from dynamo_dist.coverage.cases import run_all
 
     update_readme = args.update_readme
 
@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     members, diffs = member_table(stock), differences_table(plugin, stock)
     print(members, "\n")
     print(diffs)
-    from dynamo_dist.testing.cases import CASES
+    from dynamo_dist.coverage.cases import CASES
 
     ok = sum(o.status == c.expect for o, c in zip(plugin, CASES))
     stock_ok = sum(o.status == "ok" for o in stock)

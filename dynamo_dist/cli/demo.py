@@ -25,7 +25,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamo_dist.testing.models import MODELS, SIZES
+    from dynamo_dist.demo.models import MODELS, SIZES
 
     parser.add_argument("--ranks", type=int, default=None,
                         help="ranks of the local world (default: 4 on CPU, one per GPU); ignored under torchrun")
@@ -97,10 +97,8 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     installed, then (unless ``stock=False``) with stock torch."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
-    import dynamo_dist
-    from dynamo_dist.testing.training import Trainer, compare, ticking, train_interleaved
+    from dynamo_dist import _hooks
 
     rank, world = dist.get_rank(), dist.get_world_size()
     say = _progress(rank)
@@ -109,8 +107,23 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     if device.type == "cpu":  # ranks on one machine share its cores
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
-    if options.backend == "inductor":  # a cache hit would make the second compile look cheap
-        torch._inductor.config.fx_graph_cache = False
+    patches = _hooks.config_patches(inductor__fx_graph_cache=False) if options.backend == "inductor" \
+        else _hooks.Patches()  # a cache hit would make the second compile look cheap
+    try:
+        return _run_rank(options, rank, world, say, device)
+    finally:
+        patches.restore()
+
+
+def _run_rank(options: DemoOptions, rank: int, world: int, say: Any, device: Any) -> tuple[int, str | None]:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import dynamo_dist
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.demo.training import Trainer, compare, ticking, train_interleaved
+
     mesh = init_device_mesh(options.device_type, (world,), mesh_dim_names=("tp",))
     summary = RankSummary(rank, groups={mesh.get_group("tp").group_name: "tp"},
                           threads=torch.get_num_threads(), cpus=os.cpu_count() or 1)
@@ -126,7 +139,7 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     warm = trainer(options.backend, "warm-up")
     with ticking(say, "warm-up: still compiling"):
         warm.step(0)
-    torch._dynamo.reset()
+    O.reset_dynamo()
     dynamo_dist.install()
     try:
         runs = train_interleaved([trainer(None, "eager"), trainer(options.backend, "dynamo_dist")],
@@ -136,7 +149,7 @@ def run_rank(options: DemoOptions) -> tuple[int, str | None]:
     if options.stock:
         runs += train_interleaved([trainer(None, "eager (stock phase)"), trainer(options.backend, "stock")],
                                   options.steps, say)
-        torch._dynamo.reset()
+        O.reset_dynamo()
     if was_installed:
         dynamo_dist.install()
     eager = runs[0]
@@ -267,7 +280,7 @@ def _under_torchrun() -> bool:
 
 
 def _config(args: argparse.Namespace):
-    from dynamo_dist.testing.models import SIZES
+    from dynamo_dist.demo.models import SIZES
 
     changes = {name: value for name, value in (("dim", args.dim), ("hidden", args.hidden), ("n_heads", args.heads),
                                                ("seq_len", args.seq_len), ("batch", args.batch))
@@ -305,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     if torchrun:
         status, report = _join_torchrun_world(options)
     else:
-        from dynamo_dist.testing import run_in_gloo_world
+        from dynamo_dist.worlds import run_in_gloo_world
 
         backend = "nccl" if use_cuda else "gloo"
         print(f"[demo] starting {world} {backend} ranks on {'GPU' if use_cuda else 'CPU'} ...", flush=True)

@@ -26,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     from torch.distributed.tensor.placement_types import Replicate, Shard
 
     import dynamo_dist
-    from dynamo_dist.testing import compile_and_run, distributed_objects_in, fake_world, make_mesh
+    from dynamo_dist.diagnostics.graphs import distributed_objects_in
+    from dynamo_dist.fuzzing.oracle import compile_and_run
+    from dynamo_dist.worlds import fake_world, make_mesh
 
     def step(x, mesh, placements):
         tp = mesh["tp"]

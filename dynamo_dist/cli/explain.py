@@ -69,27 +69,13 @@ def _separate_rendezvous(prefix: str) -> Iterator[None]:
     store: the first pass left its process group's keys (peer addresses)
     there, and a second init_process_group under the same names would read
     them and connect to closed sockets."""
-    import importlib
+    from dynamo_dist import _hooks
 
-    from torch.distributed import PrefixStore
-
-    rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module (the package exports a function)
-
-    saved = dict(rdzv._rendezvous_handlers)
-
-    def namespaced(handler: Any) -> Any:
-        def rendezvous(url: str, **kwargs: Any) -> Iterator[tuple]:
-            for store, rank, world_size in handler(url, **kwargs):
-                yield PrefixStore(prefix, store), rank, world_size
-
-        return rendezvous
-
-    rdzv._rendezvous_handlers.update({scheme: namespaced(h) for scheme, h in saved.items()})
+    patches = _hooks.rendezvous_patches(prefix)
     try:
         yield
     finally:
-        rdzv._rendezvous_handlers.clear()
-        rdzv._rendezvous_handlers.update(saved)
+        patches.restore()
 
 
 def _rank_path(path: str, rank: int) -> str:

@@ -19,7 +19,7 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamo_dist.testing.properties import PROPERTIES
+    from dynamo_dist.fuzzing.properties import PROPERTIES
 
     parser.add_argument("--examples", type=int, default=1000, metavar="N",
                         help="generated examples per property (default 1000)")
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
               "pip install 'dynamo-dist[fuzz]'", file=sys.stderr)
         return 2
     import dynamo_dist
-    from dynamo_dist.testing.fuzzing import run_property
-    from dynamo_dist.testing.properties import PROPERTIES
+    from dynamo_dist.fuzzing.driver import run_property
+    from dynamo_dist.fuzzing.properties import PROPERTIES
 
     names = args.property or list(PROPERTIES)
     print(f"dynamo_dist fuzz: {', '.join(names)}; {args.examples} examples per property; "

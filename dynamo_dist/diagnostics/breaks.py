@@ -16,7 +16,11 @@ import os
 import re
 import textwrap
 
+import torch
+
 from .report import GraphBreak
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dynamo_dist/
 
 _HEAD = re.compile(
     r"^Graph break (?:\(user stack suppressed due to duplicate graph break\) )?"
@@ -36,13 +40,9 @@ RESUMES = "graph split here; compiled code resumes after it"
 
 
 def _internal_roots() -> tuple[str, ...]:
-    import torch
-
-    import dynamo_dist
-
     return (
         os.path.dirname(torch.__file__) + os.sep,
-        os.path.dirname(dynamo_dist.__file__) + os.sep,
+        _PACKAGE_DIR + os.sep,
         os.path.dirname(os.__file__) + os.sep,  # the standard library (runpy, ...)
     )
 

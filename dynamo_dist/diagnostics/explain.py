@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .. import _hooks
+from .._compat import observe as O
 from .recording import Recorder
 from .report import PLUGIN, STOCK, ExplainReport
 
@@ -48,14 +50,11 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
     block gets the recording backend in place of its own (``mode``/``options``,
     which only tune inductor, are dropped). The install state, ``torch.compile``
     and every logger are restored after."""
-    import dynamo_dist
-
-    was_installed = dynamo_dist.is_installed()
-    (dynamo_dist.install if plugin else dynamo_dist.uninstall)()
+    was_installed = _hooks.is_active()
+    (_hooks.apply if plugin else _hooks.remove)()
     recorder = Recorder(backend)
     session = Session(recorder, PLUGIN if plugin else STOCK)
     original_compile = torch.compile
-
     @functools.wraps(original_compile)
     def compile_recorded(model: Any = None, **kwargs: Any) -> Any:
         for inductor_only in ("backend", "mode", "options"):
@@ -64,15 +63,15 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
 
     try:
         with recorder:
-            torch.compile = compile_recorded
+            patches = _hooks.compile_patches(compile_recorded)
             try:
                 yield session
             finally:
-                torch.compile = original_compile
+                patches.restore()
         session.report = recorder.report(session.mode)
     finally:
-        if was_installed != dynamo_dist.is_installed():
-            (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
+        if was_installed != _hooks.is_active():
+            (_hooks.apply if was_installed else _hooks.remove)()
 
 
 def explain(fn: Callable[..., Any], *, backend: str = "aot_eager",
@@ -100,7 +99,7 @@ def explain(fn: Callable[..., Any], *, backend: str = "aot_eager",
 
 def _run_once(fn: Callable[..., Any], args: tuple, kwargs: dict, *, plugin: bool, backend: str,
               reraise: bool) -> ExplainReport:
-    torch._dynamo.reset()
+    O.reset_dynamo()
     error: BaseException | None = None
     try:
         with explaining(plugin=plugin, backend=backend) as session:
@@ -110,7 +109,7 @@ def _run_once(fn: Callable[..., Any], args: tuple, kwargs: dict, *, plugin: bool
             except Exception as e:
                 error = e
     finally:
-        torch._dynamo.reset()
+        O.reset_dynamo()
     assert session.report is not None
     if error is not None:
         if reraise:

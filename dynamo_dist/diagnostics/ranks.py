@@ -16,7 +16,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from .report import _short
+from .render import _short
 
 
 def compare_ranks(reports: list[dict[str, Any]]) -> list[str]:

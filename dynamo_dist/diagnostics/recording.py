@@ -22,12 +22,13 @@ import logging
 import os
 from typing import Any, Callable
 
-import torch
 import torch.fx
 
+from .._compat import observe as O
 from ..guards import _notes
 from . import breaks as B
-from .collectives import collectives_in
+from .backend import RecordingBackend
+from .graphs import collectives_in
 from .guard_terms import describe_value, strip_scope, summarize
 from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
 
@@ -42,59 +43,18 @@ class _BreakHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.sink.append((_compile_id(), record.getMessage()))
+            self.sink.append((O.current_compile_id(), record.getMessage()))
         except Exception:
             pass
-
-
-def _compile_id() -> str:
-    from torch._guards import CompileContext
-
-    return str(CompileContext.current_compile_id())
-
-
-class RecordingBackend:
-    """A Dynamo backend that records each graph, then runs it like
-    ``aot_eager`` (default) or ``eager``. One instance per recording, so the
-    backend is the same object for every frame (no backend-change recompiles)."""
-
-    def __init__(self, recorder: "Recorder", lowering: str) -> None:
-        if lowering not in LOWERINGS:
-            raise ValueError(f"backend must be one of {LOWERINGS}, got {lowering!r}")
-        self.recorder, self.lowering = recorder, lowering
-        self.__name__ = f"dynamo_dist_explain_{lowering}"
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        graph = self.recorder.add_graph(gm)
-        if self.lowering == "eager" or graph is None:
-            return gm.forward
-        from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
-        from torch._dynamo.backends.common import aot_autograd
-
-        def capture(stage: str) -> Callable[..., Any]:
-            def compiler(fx: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
-                self.recorder.add_stage(graph, fx, stage)
-                return make_boxed_func(fx.forward)
-
-            return compiler
-
-        lower = aot_autograd(fw_compiler=capture("forward"), bw_compiler=capture("backward"),
-                             partition_fn=min_cut_rematerialization_partition,
-                             keep_inference_input_mutations=True)
-        try:
-            return lower(gm, example_inputs)
-        except torch._dynamo.exc.RestartAnalysis:
-            raise
-        except Exception as e:  # AOTAutograd could not lower it: run the graph as captured
-            graph.note = f"not lowered by AOTAutograd ({type(e).__name__}: {str(e)[:120]}); ran as captured"
-            return gm.forward
 
 
 class Recorder:
     """``with Recorder() as rec: ...`` then ``rec.report()``."""
 
     def __init__(self, lowering: str = "aot_eager") -> None:
-        self.backend = RecordingBackend(self, lowering)
+        self.backend = RecordingBackend(lowering, allowed=LOWERINGS, on_graph=self.add_graph,
+                                        on_stage=self.add_stage, on_error=self._not_lowered, tolerant=True,
+                                        name=f"dynamo_dist_explain_{lowering}")
         self.lowering = lowering
         self._logs: list[tuple[str, str]] = []
         self._graphs: list[CapturedGraph] = []
@@ -106,48 +66,26 @@ class Recorder:
 
     # -- lifetime -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
-        from torch._dynamo import utils
-        from torch._dynamo.symbolic_convert import graph_break_log
+        from .. import _hooks
 
-        stack = contextlib.ExitStack()
-        # Compilation metrics: a bounded deque; widen it so no row of this run
-        # is dropped, remember which rows were there before.
-        old_limit = utils._compilation_metrics.maxlen or utils.DEFAULT_COMPILATION_METRICS_LIMIT
-        before = {id(m) for m in utils.get_compilation_metrics()}
-        utils.set_compilation_metrics_limit(_METRICS_LIMIT)
-
-        def take_rows() -> None:
-            self._rows = [m for m in utils.get_compilation_metrics() if id(m) not in before]
-            utils.set_compilation_metrics_limit(old_limit)
-
-        stack.callback(take_rows)
-        # Graph breaks: switch the artifact logger on for our handler only
-        # (not propagating, so nothing new is printed), unless the user
-        # already has it on (TORCH_LOGS=graph_breaks): then just listen too.
-        handler = _BreakHandler(self._logs)
-        saved = (graph_break_log.level, graph_break_log.propagate)
-        if not graph_break_log.isEnabledFor(logging.DEBUG):
-            graph_break_log.setLevel(logging.DEBUG)
-            graph_break_log.propagate = False
-        graph_break_log.addHandler(handler)
-
-        def restore_log() -> None:
-            graph_break_log.removeHandler(handler)
-            graph_break_log.setLevel(saved[0])
-            graph_break_log.propagate = saved[1]
-
-        stack.callback(restore_log)
-        # Dynamo prints a repeated break without its stack; start a fresh
-        # duplicate checker so we see each break's user frame once.
-        checker = utils.graph_break_dup_warning_checker
-        saved_seen = checker.set
-        checker.reset()
-        stack.callback(lambda: setattr(checker, "set", saved_seen))
+        # Rows of Dynamo's compile metrics that were there before are not this run's.
+        self._before = {id(m) for m in O.compilation_metrics()}
+        # Every change to torch (graph-break logger, duplicate checker,
+        # compile-metrics limit, suppress_errors) is one reversible Patches.
+        self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT)
         _notes.add_listener(self._on_note)
-        stack.callback(_notes.remove_listener, self._on_note)
-        stack.enter_context(torch._dynamo.config.patch(suppress_errors=True))
-        self._stack = stack
+        self._stack = contextlib.ExitStack()
+        self._stack.callback(self._finish)
         return self
+
+    def _finish(self) -> None:
+        from .. import _hooks
+
+        try:
+            _notes.remove_listener(self._on_note)
+            self._rows = [m for m in O.compilation_metrics() if id(m) not in self._before]
+        finally:
+            _hooks.end_recording(self._patches)
 
     def __exit__(self, *exc: Any) -> None:
         assert self._stack is not None
@@ -155,6 +93,10 @@ class Recorder:
         self._stack = None
 
     # -- callbacks (never raise) ------------------------------------------------
+    @staticmethod
+    def _not_lowered(graph: CapturedGraph, e: BaseException) -> None:
+        graph.note = f"not lowered by AOTAutograd ({type(e).__name__}: {str(e)[:120]}); ran as captured"
+
     def _on_note(self, compile_id: str, source: str, kind: str, value: Any) -> None:
         self.notes.setdefault(compile_id, {})[strip_scope(source)] = (kind, summarize(kind, value))
 
@@ -164,7 +106,7 @@ class Recorder:
 
             if dist.is_available() and dist.is_initialized():
                 self._world = (dist.get_rank(), dist.get_world_size())
-            compile_id = _compile_id()
+            compile_id = O.current_compile_id()
             nodes = list(gm.graph.nodes)
             output = next((n for n in reversed(nodes) if n.op == "output"), None)
             outs = output.args[0] if output is not None else ()
@@ -173,7 +115,7 @@ class Recorder:
                 inputs=sum(n.op == "placeholder" for n in nodes),
                 outputs=len(outs) if isinstance(outs, (tuple, list)) else 1,
                 ops=sum(n.op in ("call_function", "call_method", "call_module") for n in nodes),
-                collectives=collectives_in(gm, "dynamo"),
+                collectives=collectives_in(gm, "dynamo", waits=False),
                 stages=["dynamo"],
                 code=gm.code.strip(),
             )
@@ -196,7 +138,7 @@ class Recorder:
 
     def add_stage(self, graph: CapturedGraph, gm: torch.fx.GraphModule, stage: str) -> None:
         try:
-            found = collectives_in(gm, stage)
+            found = collectives_in(gm, stage, waits=False)
             if "forward" not in graph.stages and "backward" not in graph.stages:
                 graph.collectives = []  # post-AOT graphs replace the Dynamo graph's list
             graph.stages.append(stage)

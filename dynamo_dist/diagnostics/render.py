@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .report import ExplainReport, _short
+if TYPE_CHECKING:  # render only reads a report; report.py imports render
+    from .report import ExplainReport
+
+
+def _short(path: str) -> str:
+    """A path as the user wrote it: relative to the working directory when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
 
 WIDTH = 110
 

@@ -7,6 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .graphs import Collective
+from .render import _short, render
+
 PLUGIN = "dynamo_dist"
 STOCK = "stock torch"
 
@@ -41,17 +44,6 @@ class Recompile:
     previous: str  # compile id of the cached graph whose guard failed
     reason: str  # in user terms where known, else the cleaned guard
     guard: str  # the failed guard as Dynamo printed it (first line)
-
-
-@dataclass
-class Collective:
-    op: str
-    group: str
-    ranks: list[int] | None
-    shape: list[Any]
-    dtype: str
-    bytes_per_rank: int | None
-    stage: str  # "dynamo" (the captured graph), "forward" / "backward" (after AOTAutograd)
 
 
 @dataclass
@@ -114,17 +106,4 @@ class ExplainReport:
         return data
 
     def __str__(self) -> str:
-        from .render import render
-
         return render(self)
-
-
-def _short(path: str) -> str:
-    """A path as the user wrote it: relative to the working directory when inside it."""
-    import os
-
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel

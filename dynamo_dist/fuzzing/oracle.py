@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import torch
-import torch._dynamo
 import torch.fx
-from torch._dynamo.testing import CompileCounterWithBackend
-from torch._dynamo.utils import counters
+
+from .._compat import observe as O
+from ..diagnostics.compare import difference
+from ..diagnostics.graphs import distributed_objects_in
 
 
 @dataclass
@@ -33,10 +33,10 @@ def compile_and_run(
     """Eager result first (so a raising call raises here, as in eager), then
     the compiled result with the graphs Dynamo captured."""
     if reset:
-        torch._dynamo.reset()
+        O.reset_dynamo()
     eager = fn(*args, **kwargs)
-    counter = CompileCounterWithBackend(backend)
-    breaks_before = sum(counters["graph_break"].values())
+    counter = O.compile_counter(backend)
+    breaks_before = O.graph_break_count()
     compiled_fn = torch.compile(fn, backend=counter, fullgraph=fullgraph)
     compiled = compiled_fn(*args, **kwargs)
     return CompiledRun(
@@ -44,67 +44,13 @@ def compile_and_run(
         compiled=compiled,
         graphs=list(counter.graphs),
         frame_count=counter.frame_count,
-        graph_breaks=sum(counters["graph_break"].values()) - breaks_before,
+        graph_breaks=O.graph_break_count() - breaks_before,
         compiled_fn=compiled_fn,
     )
 
 
 # ---------------------------------------------------------------------------
 # The fuzzing oracle.
-
-
-def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float | None = None,
-               atol: float | None = None) -> str | None:
-    """Where ``compiled`` differs from ``eager`` (None if nowhere).
-
-    Tensors: same shape and dtype, equal values (``assert_close`` with
-    ``rtol``/``atol``; exact when both are 0). Meshes: same type and the same
-    rank table, dim names, process groups and coordinate. Process groups: the
-    same object. Placements and everything else: same type and ``==``.
-    """
-    from torch.distributed import ProcessGroup
-    from torch.distributed.device_mesh import DeviceMesh
-
-    if isinstance(eager, torch.Tensor):
-        if not isinstance(compiled, torch.Tensor):
-            return f"{path}: eager gave a tensor, compiled gave {type(compiled).__name__} {compiled!r}"
-        try:
-            torch.testing.assert_close(compiled, eager, rtol=rtol, atol=atol, equal_nan=True)
-        except AssertionError as e:
-            return f"{path}: tensors differ: {e}"
-        return None
-    if type(eager) is not type(compiled):
-        return (f"{path}: eager gave {type(eager).__name__} {eager!r}, "
-                f"compiled gave {type(compiled).__name__} {compiled!r}")
-    if isinstance(eager, (tuple, list)):
-        if len(eager) != len(compiled):
-            return f"{path}: eager has {len(eager)} items {eager!r}, compiled {len(compiled)} {compiled!r}"
-        for i, (a, b) in enumerate(zip(eager, compiled)):
-            found = difference(a, b, f"{path}[{i}]", rtol=rtol, atol=atol)
-            if found:
-                return found
-        return None
-    if isinstance(eager, dict):
-        if list(eager) != list(compiled):
-            return f"{path}: eager keys {list(eager)!r}, compiled keys {list(compiled)!r}"
-        for k in eager:
-            found = difference(eager[k], compiled[k], f"{path}[{k!r}]", rtol=rtol, atol=atol)
-            if found:
-                return found
-        return None
-    if isinstance(eager, ProcessGroup):
-        return None if eager is compiled else f"{path}: compiled returned another ProcessGroup object"
-    if isinstance(eager, DeviceMesh):
-        from .specs import mesh_key
-
-        if mesh_key(eager) != mesh_key(compiled):
-            return f"{path}: meshes differ: eager {mesh_key(eager)}, compiled {mesh_key(compiled)}"
-        return None
-    try:
-        equal = bool(eager == compiled)
-    except Exception as e:  # pragma: no cover - exotic values
-        return f"{path}: cannot compare {eager!r} and {compiled!r}: {e}"
-    return None if equal else f"{path}: eager {eager!r}, compiled {compiled!r}"
 
 
 def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, BaseException | None]:
@@ -115,11 +61,9 @@ def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, BaseE
 
 
 def _is_internal(e: BaseException) -> bool:
-    from torch._dynamo.exc import InternalTorchDynamoError
-
     seen: set[int] = set()
     while e is not None and id(e) not in seen:
-        if isinstance(e, InternalTorchDynamoError):
+        if isinstance(e, O.InternalTorchDynamoError):
             return True
         seen.add(id(e))
         e = e.__cause__ or e.__context__
@@ -153,10 +97,10 @@ def assert_compiles_like_eager(
 
     Raises ``AssertionError`` describing the first mismatch; returns the run.
     """
-    torch._dynamo.reset()
+    O.reset_dynamo()
     eager, eager_exc = _call(fn, args, kwargs)
-    counter = CompileCounterWithBackend(backend)
-    breaks_before = sum(counters["graph_break"].values())
+    counter = O.compile_counter(backend)
+    breaks_before = O.graph_break_count()
     compiled_fn = torch.compile(fn, backend=counter, fullgraph=fullgraph)
     compiled, compiled_exc = _call(compiled_fn, args, kwargs)
     run = CompiledRun(
@@ -164,7 +108,7 @@ def assert_compiles_like_eager(
         compiled=compiled,
         graphs=list(counter.graphs),
         frame_count=counter.frame_count,
-        graph_breaks=sum(counters["graph_break"].values()) - breaks_before,
+        graph_breaks=O.graph_break_count() - breaks_before,
         compiled_fn=compiled_fn,
     )
     if compiled_exc is not None and _is_internal(compiled_exc):
@@ -175,9 +119,7 @@ def assert_compiles_like_eager(
             raise AssertionError(f"eager raised {name}: {eager_exc}, compiled returned {compiled!r}")
         if type(compiled_exc) is type(eager_exc):
             return run
-        from torch._dynamo.exc import Unsupported
-
-        if fullgraph and isinstance(compiled_exc, Unsupported) and "Observed exception" in str(compiled_exc) \
+        if fullgraph and isinstance(compiled_exc, O.Unsupported) and "Observed exception" in str(compiled_exc) \
                 and f"{name}(" in str(compiled_exc):
             return run
         raise AssertionError(
@@ -196,8 +138,6 @@ def assert_compiles_like_eager(
     if frames is not None and run.frame_count != frames:
         raise AssertionError(f"{run.frame_count} compiled frames, expected {frames}")
     if check_graphs:
-        from .graph_checks import distributed_objects_in
-
         leaks = [leak for gm in run.graphs for leak in distributed_objects_in(gm)]
         if leaks:
             raise AssertionError(f"distributed objects in the graph: {leaks}")

@@ -22,6 +22,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from .._compat import observe as O
+
 __all__ = ["TrainRun", "Trainer", "train_interleaved", "compare", "ticking"]
 
 
@@ -63,16 +65,16 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 class Trainer:
     """SGD on an MSE loss for ``model_name`` (see
-    :mod:`dynamo_dist.testing.models`), parallelized on the 1-D ``mesh``.
+    :mod:`dynamo_dist.demo.models`), parallelized on the 1-D ``mesh``.
     ``backend=None`` runs eagerly; otherwise the model is compiled with
-    :class:`~dynamo_dist.testing.capture.CaptureBackend` (``backend``) under
+    :class:`~dynamo_dist.diagnostics.backend.RecordingBackend` (``backend``) under
     whatever Dynamo configuration is active when it first runs (plugin
     installed or not). ``loss.backward()`` and the optimizer step run outside
     the compiled region, as users write them."""
 
     def __init__(self, model_name: str, config, mesh, *, backend: str | None = None,
                  device: torch.device | str = "cpu", label: str = "", lr: float = 0.05) -> None:
-        from .capture import CaptureBackend
+        from ..diagnostics.backend import RecordingBackend as CaptureBackend
         from .models import build_model
 
         self.model_name, self.config, self.mesh = model_name, config, mesh
@@ -88,15 +90,14 @@ class Trainer:
     def step(self, index: int) -> None:
         """Training step ``index`` (inputs drawn from it); a failure is
         recorded in ``run.error`` and later steps are skipped."""
-        from torch._dynamo.utils import counters
 
         from .models import local_input, make_input
 
         if self.run.error is not None:
             return
         run, device = self.run, self.device
-        breaks = sum(counters["graph_break"].values())
-        reasons = set(counters["graph_break"])
+        breaks = O.graph_break_count()
+        reasons = O.graph_break_reasons()
         try:
             x = local_input(self.model_name, make_input(self.config, seed=100 + index, device=device), self.mesh)
             target = local_input(self.model_name, make_input(self.config, seed=200 + index, device=device),
@@ -114,8 +115,8 @@ class Trainer:
             self.opt.zero_grad(set_to_none=True)
         except Exception:
             run.error = traceback.format_exc(limit=-8)
-        run.graph_breaks += sum(counters["graph_break"].values()) - breaks
-        self._reasons |= set(counters["graph_break"]) - reasons
+        run.graph_breaks += O.graph_break_count() - breaks
+        self._reasons |= O.graph_break_reasons() - reasons
         if self.capture is not None and index == 0:
             run.compiles = self.capture.compiles
 

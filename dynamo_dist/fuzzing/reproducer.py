@@ -21,7 +21,7 @@ import sys
 import torch
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
-from dynamo_dist.testing.specs import (
+from dynamo_dist.fuzzing.specs import (
     DTensorExample,
     DTensorSpec,
     GroupArg,

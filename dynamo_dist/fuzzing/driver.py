@@ -3,7 +3,7 @@
 ``run_property(prop, examples=N, seed=S, out_dir=D)`` runs ``prop``'s check
 on ``N`` generated examples (hypothesis shrinks every distinct failure), and
 writes each shrunk failure to ``D`` as a standalone script
-(``dynamo_dist.testing.reproducer``). Used by ``python -m dynamo_dist fuzz``.
+(``dynamo_dist.fuzzing.reproducer``). Used by ``python -m dynamo_dist fuzz``.
 """
 
 from __future__ import annotations

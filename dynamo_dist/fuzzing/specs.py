@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..diagnostics.compare import mesh_key  # noqa: F401  (re-exported)
+
 REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "min", "max", "product", "band", "bor", "bxor")
 # The statements of generated DTensor programs (``programs.dtensor_programs``).
 DTENSOR_OPS: tuple[str, ...] = (
@@ -287,7 +289,7 @@ class WorldObjects:
         self._roots: dict[tuple[MeshSpec, int], Any] = {}
 
     def root(self, spec: MeshSpec, instance: int = 0) -> Any:
-        from .fake_world import make_mesh
+        from ..worlds import make_mesh
 
         for k in range(instance + 1):
             if (spec, k) in self._roots:
@@ -329,28 +331,6 @@ class WorldObjects:
         return ("world", self.generation, id(dist.group.WORLD))
 
 
-def mesh_key(mesh: Any) -> tuple:
-    """Everything a folded answer about ``mesh`` can depend on, read through
-    the public API: type, device, rank table, dim names, the process group
-    behind each dim (by name: collectives name their group by string), and
-    this rank's coordinate."""
-    def group_name(i: int) -> str | None:
-        try:
-            return mesh.get_group(i).group_name
-        except Exception:  # this rank is not in the mesh
-            return None
-
-    return (
-        type(mesh).__name__,
-        mesh.device_type,
-        tuple(mesh.mesh.shape),
-        tuple(mesh.mesh.flatten().tolist()),
-        mesh.mesh_dim_names,
-        tuple(group_name(i) for i in range(mesh.ndim)),
-        mesh.get_coordinate(),
-    )
-
-
 def placement_key(p: Any) -> tuple:
     """A placement's value: exact type and defining fields."""
     return (type(p).__qualname__, getattr(p, "dim", None), getattr(p, "split_factor", None),
@@ -365,7 +345,7 @@ def world_objects(world: World) -> Iterator[WorldObjects]:
     chains a rank-prefixing hook onto it, which a long fuzzing run would
     otherwise grow to thousands of nested hooks.
     """
-    from .fake_world import fake_world
+    from ..worlds import fake_world
 
     hook = sys.excepthook
     try:
@@ -373,3 +353,22 @@ def world_objects(world: World) -> Iterator[WorldObjects]:
             yield WorldObjects(world)
     finally:
         sys.excepthook = hook
+
+
+# Generated DTensor programs avoid what fails on stock torch 2.13 too (the
+# DTensor tracking work will want these; see the README's Fuzzing section).
+# Measured on a 2-rank gloo world, aot_eager, fullgraph: everything else in
+# DTENSOR_OPS (from_local with run_check=True and distribute_tensor
+# inside the function included, which fail on stock) compiles like eager.
+DTENSOR_EXCLUDED: dict[str, str] = {
+    "redistribute_strided": (
+        "d.redistribute(mesh, [_StridedShard(0, split_factor=2)]) crashes stock and plugin alike with "
+        "InternalTorchDynamoError: PendingUnbackedSymbolNotFound (any shape, from Shard or Replicate)"
+    ),
+    "strided inputs": (
+        "any collective out of a _StridedShard(split_factor > 1) input (full_tensor(), redistribute) crashes "
+        "stock and plugin alike with the same PendingUnbackedSymbolNotFound; local ops (d + 1, to_local) work"
+    ),
+}
+COMPILABLE_DTENSOR_OPS: tuple[str, ...] = tuple(op for op in DTENSOR_OPS if op not in DTENSOR_EXCLUDED)
+DTENSOR_STRIDED_INPUTS = "strided inputs" not in DTENSOR_EXCLUDED

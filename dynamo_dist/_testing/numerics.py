@@ -3,7 +3,7 @@ forward and backward, on every rank of a real world, with the collectives
 each captured graph must contain.
 
 A :class:`Check` names what to run (a model from
-:mod:`dynamo_dist.testing.models` or a program from :data:`PROGRAMS`, on
+:mod:`dynamo_dist.demo.models` or a program from :data:`PROGRAMS`, on
 the 1-D or the 2-D mesh, with one compile backend). :func:`run_checks` runs a
 whole batch inside one rank of an initialised world (spawning a world is the
 slow part) and returns one :class:`CheckResult` per check; it is what the
@@ -13,7 +13,7 @@ test suite hands to :func:`dynamo_dist.testing.run_in_gloo_world`::
     per_rank = run_in_gloo_world(run_checks, 4, checks)
 
 Each check: build the eager and the compiled inputs identically, run the
-function eagerly, then compiled with :class:`~dynamo_dist.testing.capture.CaptureBackend`
+function eagerly, then compiled with :class:`~dynamo_dist.diagnostics.backend.CaptureBackend`
 (with ``dynamo_dist`` installed unless ``plugin=False``); ``loss.backward()``
 runs outside the compiled function, as users write it. Outputs, input
 gradients and parameter gradients (local shards and placements) must equal
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+
+from .._compat import observe as O
 
 __all__ = [
     "Check",
@@ -251,7 +253,7 @@ def checks_for_world(world_size: int, backends: Sequence[str] = ("aot_eager", "i
     """The batch run in one world of ``world_size`` ranks: every model on
     every mesh the world has and every program, under ``aot_eager``; a subset
     (:data:`INDUCTOR_CHECKS`) under ``inductor``."""
-    from .models import MODELS
+    from ..demo.models import MODELS
 
     meshes = ["1d"] + (["2d"] if world_size >= 4 and world_size % 2 == 0 else [])
     checks: list[Check] = []
@@ -288,9 +290,8 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def _graph_breaks() -> int:
-    from torch._dynamo.utils import counters
 
-    return sum(counters["graph_break"].values())
+    return O.graph_break_count()
 
 
 class _Diff:
@@ -326,7 +327,7 @@ def _check_collectives(result: CheckResult, capture, expected: tuple[Expected, E
 
 
 def _run_model(check: Check, mesh, result: CheckResult, capture, diff: _Diff, device: torch.device) -> None:
-    from .models import SIZES, build_model, local_input, make_input
+    from ..demo.models import SIZES, build_model, local_input, make_input
 
     config = SIZES["small"]
     tp = mesh["tp"] if mesh.ndim == 2 else mesh
@@ -387,7 +388,7 @@ def _run_program(check: Check, mesh, result: CheckResult, capture, diff: _Diff, 
 def _run_one(check: Check, meshes: dict[str, Any], device: torch.device) -> CheckResult:
     import torch.distributed as dist
 
-    from .capture import CaptureBackend
+    from ..diagnostics.backend import RecordingBackend as CaptureBackend
 
     result = CheckResult(check, dist.get_rank())
     mesh = meshes[check.mesh]
@@ -396,7 +397,7 @@ def _run_one(check: Check, meshes: dict[str, Any], device: torch.device) -> Chec
         expected = MODEL_COLLECTIVES[check.name]
     else:
         expected = PROGRAMS[check.name].expected(device.type)
-    torch._dynamo.reset()
+    O.reset_dynamo()
     capture = CaptureBackend(check.backend)
     diff = _Diff()
     breaks = _graph_breaks()
@@ -419,7 +420,7 @@ def _run_one(check: Check, meshes: dict[str, Any], device: torch.device) -> Chec
         if result.recompiles:
             result.problems.append(f"{result.recompiles} recompile(s) on a call with new values, same shapes")
         _check_collectives(result, capture, expected)
-    torch._dynamo.reset()
+    O.reset_dynamo()
     return result
 
 

@@ -7,6 +7,8 @@ from typing import Iterator, Sequence
 
 import torch.distributed as dist
 
+from .._compat import observe as O
+
 
 @contextlib.contextmanager
 def fake_world(world_size: int, rank: int = 0) -> Iterator[None]:
@@ -15,14 +17,12 @@ def fake_world(world_size: int, rank: int = 0) -> Iterator[None]:
     Collectives do nothing, but groups, meshes and ranks behave as on a real
     world of ``world_size`` ranks seen from ``rank``.
     """
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
     if dist.is_initialized():
         raise RuntimeError(
             "fake_world: a default process group is already initialised; "
             "destroy it first (dist.destroy_process_group())."
         )
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    O.init_fake_process_group(world_size, rank)
     try:
         yield
     finally:

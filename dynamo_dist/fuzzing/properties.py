@@ -31,8 +31,11 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .oracle import _call, _is_internal, assert_compiles_like_eager, difference
-from .specs import DTENSOR_OPS as ALL_DTENSOR_OPS
+from .._compat import observe as O
+from ..diagnostics.compare import difference
+from .oracle import _call, _is_internal, assert_compiles_like_eager
+from .specs import COMPILABLE_DTENSOR_OPS as DTENSOR_OPS  # noqa: F401  (the ops the dtensor property draws)
+from .specs import DTENSOR_EXCLUDED, DTENSOR_STRIDED_INPUTS  # noqa: F401
 from .specs import DTensorExample, GuardExample, QueryExample, WorldObjects, mesh_key, placement_key, world_objects
 
 
@@ -54,7 +57,7 @@ def check_query(example: QueryExample) -> None:
     with dynamo_dist.enabled(), world_objects(example.world) as objects:
         args = objects.query_args(example.inputs)
         assert_compiles_like_eager(fn, *args, fullgraph=True, backend="eager", frames=1)
-    torch._dynamo.reset()
+    O.reset_dynamo()
 
 
 check_escapes = check_query
@@ -79,7 +82,7 @@ def check_wild(example: QueryExample) -> None:
         except AssertionError as e:
             if not (example.one_rank and _data_dependent(e.__cause__)):
                 raise
-    torch._dynamo.reset()
+    O.reset_dynamo()
 
 
 def _data_dependent(e: BaseException | None) -> bool:
@@ -171,12 +174,11 @@ def check_guards(example: GuardExample) -> None:
     the same exception compiled (its frame count is not checked).
     """
     import dynamo_dist
-    from torch._dynamo.testing import CompileCounterWithBackend
 
     fn = example.program.function()
     with dynamo_dist.enabled():
-        torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
+        O.reset_dynamo()
+        counter = O.compile_counter("eager")
         compiled = torch.compile(fn, backend=counter, fullgraph=True)
         with world_objects(example.world_a) as wa:
             args_a = wa.query_args(example.inputs_a)
@@ -197,7 +199,7 @@ def check_guards(example: GuardExample) -> None:
         if not example.same_world:
             with world_objects(example.world_b) as wb:
                 _check_call_b(example, fn, compiled, counter, wb, keys_a, touches)
-    torch._dynamo.reset()
+    O.reset_dynamo()
 
 
 def _check_call_b(example: GuardExample, fn: Callable[..., Any], compiled: Callable[..., Any], counter: Any,
@@ -229,7 +231,7 @@ _ACTIVE_POOL: Any = None
 def gloo_pool(world_size: int = 2) -> Iterator[Any]:
     """Keep one spawned gloo world for every ``check_dtensor`` in the block."""
     global _ACTIVE_POOL
-    from .gloo_pool import GlooPool
+    from ..worlds import GlooPool
 
     previous = _ACTIVE_POOL
     with GlooPool(world_size) as pool:
@@ -270,7 +272,7 @@ def build_dtensor(example: DTensorExample) -> tuple[Any, Any]:
     from torch.distributed.tensor import DTensor, distribute_tensor
     from torch.distributed.tensor.placement_types import Replicate
 
-    from .fake_world import make_mesh
+    from ..worlds import make_mesh
 
     spec = example.spec
     key = (spec.mesh, id(dist.group.WORLD))
@@ -298,7 +300,7 @@ def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
     import dynamo_dist
 
     dynamo_dist.install()
-    torch._dynamo.reset()
+    O.reset_dynamo()
     try:
         d, mesh = build_dtensor(example)
         fn = example.program.function()
@@ -310,7 +312,7 @@ def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
     except AssertionError as e:
         return "fail", f"{e}\n{traceback.format_exc(limit=-3)}"
     finally:
-        torch._dynamo.reset()
+        O.reset_dynamo()
     return "ok", ""
 
 
@@ -364,21 +366,3 @@ PROPERTIES: dict[str, Property] = {
                  gloo=True),
     ]
 }
-
-# Generated DTensor programs avoid what fails on stock torch 2.13 too (the
-# DTensor tracking work will want these; see the README's Fuzzing section).
-# Measured on a 2-rank gloo world, aot_eager, fullgraph: everything else in
-# specs.DTENSOR_OPS (from_local with run_check=True and distribute_tensor
-# inside the function included, which fail on stock) compiles like eager.
-DTENSOR_EXCLUDED: dict[str, str] = {
-    "redistribute_strided": (
-        "d.redistribute(mesh, [_StridedShard(0, split_factor=2)]) crashes stock and plugin alike with "
-        "InternalTorchDynamoError: PendingUnbackedSymbolNotFound (any shape, from Shard or Replicate)"
-    ),
-    "strided inputs": (
-        "any collective out of a _StridedShard(split_factor > 1) input (full_tensor(), redistribute) crashes "
-        "stock and plugin alike with the same PendingUnbackedSymbolNotFound; local ops (d + 1, to_local) work"
-    ),
-}
-DTENSOR_OPS: tuple[str, ...] = tuple(op for op in ALL_DTENSOR_OPS if op not in DTENSOR_EXCLUDED)
-DTENSOR_STRIDED_INPUTS = "strided inputs" not in DTENSOR_EXCLUDED

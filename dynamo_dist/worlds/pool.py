@@ -13,7 +13,7 @@ import queue
 import traceback
 from typing import Any, Callable
 
-from .gloo_world import _free_port, _rank_main
+from .gloo import _free_port, _rank_main
 
 
 def _serve(commands: list[Any], results: Any) -> str:

@@ -1,5 +1,5 @@
 """The README coverage tables, generated from the member tables and from the
-measured outcomes of ``dynamo_dist.testing.cases`` on stock torch."""
+measured outcomes of ``dynamo_dist.coverage.cases`` on stock torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..variables.members import ALL_TABLES, Kind
 
 
 def _stock_by_member(stock: Iterable) -> dict[str, str]:
-    from ..testing.cases import CASES
+    from .cases import CASES
 
     status = {o.case: o.status for o in stock}
     out: dict[str, str] = {}

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from hypothesis import strategies as st
 
+from .values import placements as placements_st
 from .specs import DTENSOR_OPS, REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
 
 # ---------------------------------------------------------------------------
@@ -532,8 +533,6 @@ class _DTensorBuilder:
     ndim: int = 0
 
     def statement(self, draw: Any) -> None:
-        from .strategies import placements as placements_st
-
         mesh_ndim = len(self.spec.mesh.shape)
         is_float = self.spec.dtype.is_floating_point
         ops = [op for op in self.ops if not (

@@ -14,6 +14,12 @@ from typing import Any, Callable
 
 import torch
 
+from .._compat import observe as O
+from .._compat.observe import funcol
+from ..diagnostics.compare import same
+from ..diagnostics.graphs import distributed_objects_in
+from ..worlds import fake_world
+
 OK = "ok"
 CLEAN_BREAK = "clean graph break"
 
@@ -44,32 +50,12 @@ class Outcome:
     leaks: list[str] = field(default_factory=list)
 
 
-def _same(a: Any, b: Any) -> bool:
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(a, DTensor):
-        return (isinstance(b, DTensor) and a.placements == b.placements and a.shape == b.shape
-                and _same(a.to_local(), b.to_local()))
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.shape == b.shape and bool((a == b).all())
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
-
-
 def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
     """Compile and call ``case`` in a fresh fake world; classify what happened."""
-    import torch._dynamo
-    from torch._dynamo.exc import Unsupported
-    from torch._dynamo.testing import CompileCounterWithBackend
-
-    from .fake_world import fake_world
-    from .graph_checks import distributed_objects_in
-
-    torch._dynamo.reset()
+    O.reset_dynamo()
     with fake_world(*world):
         fn, calls = case.build()
-        counter = CompileCounterWithBackend(case.backend)
+        counter = O.compile_counter(case.backend)
         compiled = torch.compile(fn, backend=counter, fullgraph=True)
         for i, args in enumerate(calls):
             try:
@@ -79,7 +65,7 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
             frames_before = counter.frame_count
             try:
                 got = compiled(*args)
-            except Unsupported as e:
+            except O.Unsupported as e:
                 if isinstance(want, Exception) and f"{type(want).__name__}(" in str(e):
                     continue  # the eager exception, observed inside Dynamo
                 line = _first_line(e)
@@ -91,7 +77,7 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
                 return Outcome(case.name, "crash", f"{type(e).__name__}: {_first_line(e)}", counter.frame_count)
             if isinstance(want, Exception):
                 return Outcome(case.name, "wrong answer", f"eager raised {type(want).__name__}, compiled did not")
-            if not _same(want, got):
+            if not same(want, got, exact=True):
                 status = "stale answer" if counter.frame_count == frames_before and i else "wrong answer"
                 return Outcome(case.name, status, f"call {i}: eager {want!r}, compiled {got!r}", counter.frame_count)
             if i in case.reuse_calls and counter.frame_count != frames_before:
@@ -100,7 +86,7 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
                 return Outcome(case.name, "stale graph", f"call {i} reused a graph built for other inputs",
                                counter.frame_count)
         leaks = [leak for gm in counter.graphs for leak in distributed_objects_in(gm)]
-        torch._dynamo.reset()
+        O.reset_dynamo()
         if leaks:
             return Outcome(case.name, "leaks into graph", "; ".join(leaks[:2]), counter.frame_count, leaks)
         return Outcome(case.name, OK, "", counter.frame_count)
@@ -116,7 +102,7 @@ def _first_line(e: BaseException) -> str:
 
 
 def _mesh2d():
-    from .fake_world import make_mesh
+    from ..worlds import make_mesh
 
     return make_mesh((2, 4), ("dp", "tp"))
 
@@ -255,7 +241,6 @@ def _world_queries():
 
 
 def _funcol():
-    import torch.distributed._functional_collectives as funcol
 
     def fn(x, pg, m):
         gathered = funcol.all_gather_single(x, 0, pg)
@@ -269,7 +254,6 @@ def _funcol():
 
 
 def _mesh_other_groups():
-    import torch.distributed._functional_collectives as funcol
 
     def fn(x, m):
         return funcol.all_reduce(x, "sum", (m, 1))
@@ -286,7 +270,7 @@ def _mesh_equal_new_object():
 
 
 def _mesh_ndim_change():
-    from .fake_world import make_mesh
+    from ..worlds import make_mesh
 
     def fn(x, m):
         return x + m.ndim + m.size(m.ndim - 1)

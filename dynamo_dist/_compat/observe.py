@@ -1,0 +1,214 @@
+"""What the tools (``diagnostics/``, the CLI, benchmarks, fuzzing, coverage
+and the worlds) read from torch's internals, behind small named functions.
+
+Nothing outside ``dynamo_dist/_compat/`` imports torch's private modules or
+reads private attributes of torch objects; a torch upgrade that moves one of
+these is a change here. Changes to torch's global state are not made here:
+they go through ``_hooks.Patches`` (see the tail of ``_hooks.py``); this
+module only names the objects they change.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import torch
+import torch.distributed._functional_collectives as funcol  # noqa: F401  (user programs' functional collectives)
+import torch.distributed as dist
+import torch.fx
+from torch._dynamo.exc import InternalTorchDynamoError, RestartAnalysis, Unsupported  # noqa: F401
+import torch._dynamo
+from torch._dynamo.utils import counters
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch._dynamo.backends.registry import lookup_backend as lookup
+from torch._guards import CompileContext
+from torch._dynamo.symbolic_convert import graph_break_log
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.utils._pytree import tree_flatten
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.debugging import boxed_nop
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+__all__ = [
+    "funcol", "Unsupported", "InternalTorchDynamoError", "RestartAnalysis",
+    "reset_dynamo", "dynamo_counters", "graph_break_count", "graph_break_reasons", "compile_counter",
+    "lookup_backend", "current_compile_id", "op_namespace_and_name", "op_schema_args",
+    "resolve_group_ranks", "tree_leaves", "fake_store", "init_fake_process_group",
+    "compilation_metrics", "compilation_metrics_limit", "graph_break_logger", "duplicate_break_checker",
+    "dynamo_config", "inductor_config", "functorch_config", "rendezvous_handlers",
+    "aot_eager_lowering", "inductor_lowering",
+]
+
+
+# -- Dynamo's state ------------------------------------------------------------
+def reset_dynamo() -> None:
+    """Drop every compiled frame and guard (``torch._dynamo.reset()``)."""
+    torch._dynamo.reset()
+
+
+def dynamo_counters() -> Any:
+    """Dynamo's global counters (``counters["graph_break"]`` ...)."""
+    return counters
+
+
+def graph_break_count() -> int:
+    """Graph breaks counted so far in this process."""
+    return sum(dynamo_counters()["graph_break"].values())
+
+
+def graph_break_reasons() -> set[str]:
+    """The distinct graph-break reasons counted so far."""
+    return set(dynamo_counters()["graph_break"])
+
+
+def compile_counter(backend: Any = "eager") -> Any:
+    """A backend counting frames and keeping graphs (``frame_count``, ``graphs``)."""
+    return CompileCounterWithBackend(backend)
+
+
+def lookup_backend(backend: Any) -> Callable[..., Any]:
+    """A registered backend by name (or the callable itself)."""
+    return lookup(backend)
+
+
+def current_compile_id() -> str:
+
+    return str(CompileContext.current_compile_id())
+
+
+def dynamo_config() -> Any:
+    """The ``torch._dynamo.config`` module (values changed through ``Patches``)."""
+    return importlib.import_module("torch._dynamo.config")
+
+
+def inductor_config() -> Any:
+    return importlib.import_module("torch._inductor.config")
+
+
+def functorch_config() -> Any:
+    return importlib.import_module("torch._functorch.config")
+
+
+# -- compile metrics and the graph-break log -------------------------------------
+def dynamo_utils() -> Any:
+    return importlib.import_module("torch._dynamo.utils")
+
+
+def compilation_metrics() -> list[Any]:
+    """Dynamo's per-compile rows (``CompilationMetrics``), oldest first."""
+    return list(dynamo_utils().get_compilation_metrics())
+
+
+def compilation_metrics_limit() -> int:
+    """How many rows Dynamo keeps (a bounded deque)."""
+    utils = dynamo_utils()
+    return utils._compilation_metrics.maxlen or utils.DEFAULT_COMPILATION_METRICS_LIMIT
+
+
+def set_compilation_metrics_limit(limit: int) -> None:
+    dynamo_utils().set_compilation_metrics_limit(limit)
+
+
+def graph_break_logger() -> Any:
+    """The ``graph_breaks`` artifact logger (what ``TORCH_LOGS=graph_breaks`` shows)."""
+    return graph_break_log
+
+
+def duplicate_break_checker() -> Any:
+    """Dynamo prints a repeated break without its stack; this object (its
+    ``set`` attribute) remembers which it has seen."""
+    return dynamo_utils().graph_break_dup_warning_checker
+
+
+# -- FX graphs --------------------------------------------------------------------
+def op_namespace_and_name(target: Any) -> tuple[str, str] | None:
+    """``("_c10d_functional", "all_reduce")`` for an op overload or packet;
+    None for anything else."""
+
+    if isinstance(target, OpOverloadPacket):
+        target = target.default
+    if not isinstance(target, OpOverload):
+        return None
+    return target.namespace, target._opname
+
+
+def op_schema_args(target: Any) -> list[str] | None:
+    """The argument names of an op's schema, in order (None if not an op)."""
+    if isinstance(target, OpOverloadPacket):
+        target = target.default
+    if not isinstance(target, OpOverload):
+        return None
+    return [a.name for a in target._schema.arguments]
+
+
+def resolve_group_ranks(group_name: str) -> list[int] | None:
+    """The global ranks of the live process group named ``group_name``."""
+    try:
+
+        return list(dist.get_process_group_ranks(_resolve_process_group(group_name)))
+    except Exception:  # group already destroyed, or not a c10d group
+        return None
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+
+    return tree_flatten(tree)[0]
+
+
+# -- lowering (what the recording backend runs) ------------------------------------
+def aot_eager_lowering(gm: torch.fx.GraphModule, example_inputs: list[Any],
+                       forward: Callable[[torch.fx.GraphModule], None],
+                       backward: Callable[[torch.fx.GraphModule], None]) -> Callable[..., Any]:
+    """Lower ``gm`` as the registered ``aot_eager`` backend does, calling
+    ``forward(graph)`` / ``backward(graph)`` with each post-AOTAutograd graph."""
+
+    def fw(graph: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+        forward(graph)
+        return boxed_nop(graph, inputs)
+
+    def bw(graph: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+        backward(graph)
+        return boxed_nop(graph, inputs)
+
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw, partition_fn=min_cut_rematerialization_partition,
+                        keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def inductor_lowering(gm: torch.fx.GraphModule, example_inputs: list[Any],
+                      record: Callable[[torch.fx.GraphModule, bool], None]) -> Callable[..., Any]:
+    """Compile ``gm`` with inductor, calling ``record(graph, is_backward)``
+    with each graph inductor's inner compiler receives. A hit in the
+    AOTAutograd cache would skip the inner compiler (nothing recorded), so
+    that cache is off for this compile; inductor's FX graph cache still applies."""
+    # Heavy (imports all of inductor): only when a graph is lowered with it.
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def inner(graph: torch.fx.GraphModule, inputs: list[Any], **kwargs: Any) -> Any:
+        record(graph, bool(kwargs.get("is_backward")))
+        return compile_fx_inner(graph, inputs, **kwargs)
+
+    with functorch_config().patch(enable_autograd_cache=False):
+        return compile_fx(gm, example_inputs, inner_compile=inner)
+
+
+# -- worlds ---------------------------------------------------------------------------
+def fake_store() -> Any:
+    """The store of torch's single-process fake process-group world."""
+    return FakeStore()
+
+
+def init_fake_process_group(world_size: int, rank: int) -> None:
+    """``init_process_group("fake")``: groups, meshes and ranks behave as on
+    ``world_size`` ranks seen from ``rank``; collectives do nothing."""
+
+    dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=world_size)
+
+
+def rendezvous_handlers() -> dict[str, Any]:
+    """torch.distributed's rendezvous handler table (scheme -> handler); the
+    CLI changes it only through ``Patches``."""
+    rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module (the package exports a function)
+    return rdzv._rendezvous_handlers

@@ -1,0 +1,3 @@
+"""The coverage cases behind ``python -m dynamo_dist coverage`` (``cases``: one
+small program per member or feature, run on stock torch and with the plugin)
+and the README tables made from them (``tables``)."""

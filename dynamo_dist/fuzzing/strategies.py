@@ -1,0 +1,288 @@
+"""Hypothesis strategies for distributed programs (needs ``hypothesis``).
+
+Strategies draw plain-data specs (``dynamo_dist.fuzzing.specs``) that are
+built into live meshes and groups inside a world, so every drawn example can
+be printed, shrunk and written into a standalone reproducer.
+
+- ``worlds()``: ``World(size, rank)``.
+- ``meshes(world)``: ``MeshSpec`` of 1–3 dims whose shape multiplies to the
+  world size, with and without dim names.
+- ``placements(mesh_ndim, tensor_ndim)``: a placement per mesh dim:
+  ``Shard``, ``Replicate``, ``Partial`` with every reduce op, ``_StridedShard``.
+- ``dtensor_specs(...)``: mesh, placements, global shape (uneven shards,
+  zero-size dims) and dtype.
+- ``programs(world, inputs)``: a generated query program (source code);
+  ``dtensor_programs(spec)``: a generated DTensor program.
+- ``query_examples()``, ``guard_examples()``, ``dtensor_examples()``: whole
+  examples for the properties in ``dynamo_dist.fuzzing.properties``.
+
+Settings profiles: ``dynamo_dist-ci`` (derandomized, no example database:
+the same examples on every machine) and ``dynamo_dist-long`` (random,
+for ``python -m dynamo_dist fuzz``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+
+from .programs import dtensor_programs, query_programs
+from .values import placements
+from .specs import (
+    COMPILABLE_DTENSOR_OPS,
+    DTENSOR_STRIDED_INPUTS,
+    DTensorExample,
+    DTensorSpec,
+    GroupArg,
+    GuardExample,
+    MeshArg,
+    MeshSpec,
+    Program,
+    QueryExample,
+    QueryInputs,
+    World,
+)
+
+__all__ = [
+    "worlds",
+    "meshes",
+    "mesh_shapes",
+    "placements",
+    "dtensor_specs",
+    "query_inputs",
+    "programs",
+    "dtensor_programs",
+    "query_examples",
+    "guard_examples",
+    "dtensor_examples",
+    "CI_PROFILE",
+    "LONG_PROFILE",
+]
+
+CI_PROFILE = "dynamo_dist-ci"
+LONG_PROFILE = "dynamo_dist-long"
+
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                           HealthCheck.function_scoped_fixture],
+    print_blob=True,
+    # No "explain" phase: it re-runs a failing example many more times (each a
+    # compile) only to annotate the report.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
+settings.register_profile(CI_PROFILE, derandomize=True, database=None, max_examples=40, **_COMMON)
+settings.register_profile(LONG_PROFILE, derandomize=False, database=None, max_examples=1000, **_COMMON)
+
+_NAME_POOLS = (("dp", "tp", "pp"), ("a", "b", "c"), ("x", "y", "z"), ("rep", "shard", "cp"))
+
+
+def worlds(sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8)) -> st.SearchStrategy[World]:
+    """A world size from ``sizes`` and a rank in it."""
+    return st.sampled_from(sizes).flatmap(
+        lambda size: st.builds(World, st.just(size), st.integers(0, size - 1))
+    )
+
+
+def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
+    if ndim == 1:
+        return [(n,)]
+    out = []
+    for d in range(1, n + 1):
+        if n % d == 0:
+            out.extend((d, *rest) for rest in _factorizations(n // d, ndim - 1))
+    return out
+
+
+def mesh_shapes(world_size: int, max_ndim: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
+    """A shape of 1 to ``max_ndim`` dims whose product is ``world_size``."""
+    shapes = list(itertools.chain.from_iterable(_factorizations(world_size, k) for k in range(1, max_ndim + 1)))
+    return st.sampled_from(shapes)
+
+
+def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
+           rank_maps: bool = False, subsets: bool = False) -> st.SearchStrategy[MeshSpec]:
+    """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1–3 dims
+    whose shape multiplies to the world size, with dim names
+    (``names=True``), without (``False``) or either (None). ``rank_maps``:
+    sometimes a permuted rank map; ``subsets``: sometimes a mesh over only
+    some ranks (shape multiplying to their number)."""
+    size = world.size if isinstance(world, World) else world
+
+    @st.composite
+    def build(draw: Any) -> MeshSpec:
+        kind = draw(st.sampled_from(["init"] + ["permuted"] * rank_maps + ["subset"] * (subsets and size > 1)))
+        ranks = None
+        if kind == "permuted":
+            ranks = tuple(draw(st.permutations(range(size))))
+        elif kind == "subset":
+            ranks = tuple(draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=size - 1, unique=True)))
+        shape = draw(mesh_shapes(len(ranks) if ranks else size, max_ndim))
+        named = draw(st.booleans()) if names is None else names
+        dim_names = tuple(draw(st.sampled_from(_NAME_POOLS))[: len(shape)]) if named else None
+        return MeshSpec(shape, dim_names, ranks)
+
+    return build()
+
+
+def dtensor_specs(
+    world: World | int = 2,
+    *,
+    max_tensor_ndim: int = 3,
+    max_dim_size: int = 5,
+    dtypes: tuple[Any, ...] | None = None,
+    partial: bool = True,
+    strided: bool = False,
+) -> st.SearchStrategy[DTensorSpec]:
+    """A DTensor spec on a mesh of ``world``: global shape with 1 to
+    ``max_tensor_ndim`` dims of size 0 to ``max_dim_size`` (so uneven shards
+    and zero-size dims), placements, dtype, and a seed for the values.
+    Partial reduce ops are those valid for the dtype (bitwise ops need
+    integers)."""
+    import torch
+
+    dtypes = dtypes or (torch.float32, torch.float64, torch.int64)
+
+    @st.composite
+    def build(draw: Any) -> DTensorSpec:
+        mesh = draw(meshes(world, max_ndim=2))
+        shape = tuple(draw(st.lists(st.integers(0, max_dim_size), min_size=1, max_size=max_tensor_ndim)))
+        dtype = draw(st.sampled_from(dtypes))
+        ops = ("sum", "avg", "min", "max", "product") if dtype.is_floating_point else (
+            "sum", "min", "max", "product", "band", "bor", "bxor")
+        ps = draw(placements(len(mesh.shape), len(shape), partial=partial, strided=strided, reduce_ops=ops))
+        return DTensorSpec(mesh, ps, shape, dtype, draw(st.integers(0, 2**16)))
+
+    return build()
+
+
+def _mesh_args(world: World, spec: MeshSpec) -> st.SearchStrategy[MeshArg]:
+    views: list[tuple[str, ...] | None] = [None]
+    member = spec.ranks is None or world.rank in spec.ranks  # torch cannot slice a mesh without this rank
+    if spec.names and len(spec.shape) > 1 and member:
+        n = len(spec.names)
+        views += [tuple(spec.names[i] for i in c)
+                  for r in range(1, n) for c in itertools.combinations(range(n), r)]
+    return st.builds(MeshArg, st.just(spec), st.integers(0, 1), st.sampled_from(views), st.booleans())
+
+
+@st.composite
+def query_inputs(draw: Any, world: World, subsets: bool = False) -> tuple[QueryInputs, int]:
+    """Arguments of a query program in ``world`` (a mesh argument that may be
+    a submesh view or a copy, with a permuted rank map, or with ``subsets``
+    over only some ranks; a placements tuple; a process group), and the
+    tensor rank the placements are for."""
+    spec = draw(meshes(world, rank_maps=True, subsets=subsets))
+    mesh = draw(_mesh_args(world, spec))
+    tensor_ndim = draw(st.integers(1, 3))
+    mesh_ndim = len(mesh.shape_and_names()[0])
+    length = draw(st.sampled_from([mesh_ndim, mesh_ndim, 1, 2, 3]))
+    ps = draw(placements(length, tensor_ndim, user=True))
+    member = spec.ranks is None or world.rank in spec.ranks
+    group = draw(st.one_of(st.just(GroupArg()), st.integers(0, mesh_ndim - 1).map(lambda d: GroupArg(mesh, d)))) \
+        if member else GroupArg()
+    return QueryInputs(mesh, ps, group), tensor_ndim
+
+
+def programs(
+    world: World,
+    inputs: QueryInputs,
+    tensor_ndim: int = 2,
+    *,
+    kind: str = "query",
+    max_statements: int = 6,
+) -> st.SearchStrategy[Program]:
+    """A generated query program ``f(x, mesh, ps, pg)`` valid for ``inputs``
+    in ``world``. ``kind``: ``"query"`` (compiles with ``fullgraph=True``),
+    ``"escapes"`` (mostly returns meshes, groups and placements) or ``"wild"``
+    (anything: bad input, unsupported members, state made inside)."""
+    if kind not in ("query", "escapes", "wild"):
+        raise ValueError(f"unknown program kind {kind!r}")
+    return query_programs(world, inputs, tensor_ndim, max_statements=max_statements,
+                          wild=kind == "wild", escapes=kind == "escapes")
+
+
+@st.composite
+def query_examples(draw: Any, kind: str = "query", world: World | None = None) -> QueryExample:
+    """A world, inputs and a program of ``kind`` for them (``wild`` ones a
+    third of the time under ``compile_on_one_rank``)."""
+    world = world or draw(worlds())
+    inputs, tensor_ndim = draw(query_inputs(world, subsets=kind == "wild"))
+    program = draw(programs(world, inputs, tensor_ndim, kind=kind))
+    # Wild programs also run under compile_on_one_rank (rank answers as runtime ops).
+    one_rank = kind == "wild" and draw(st.integers(0, 2)) == 0
+    return QueryExample(world, inputs, program, one_rank)
+
+
+@st.composite
+def _vary_inputs(draw: Any, world: World, a: QueryInputs, tensor_ndim: int) -> QueryInputs:
+    """Inputs B near A: each part kept, made an equal new object, or changed."""
+    mesh = draw(st.sampled_from(["keep", "keep", "copy", "instance", "other"]))
+    if mesh == "keep":
+        mesh_b = a.mesh
+    elif mesh == "copy":
+        mesh_b = MeshArg(a.mesh.spec, a.mesh.instance, a.mesh.view, not a.mesh.copy)
+    elif mesh == "instance":
+        mesh_b = MeshArg(a.mesh.spec, 1 - a.mesh.instance, a.mesh.view, a.mesh.copy)
+    else:
+        mesh_b = draw(_mesh_args(world, draw(meshes(world, rank_maps=True))))
+    ps_b = a.placements
+    change = draw(st.sampled_from(["keep", "keep", "one", "all", "equal", "equal"]))
+    if change == "equal":
+        # New objects, equal by ==; a user placement's own state may differ.
+        from .specs import TaggedShard
+
+        ps_b = tuple(TaggedShard(p.dim, draw(st.integers(0, 2))) if isinstance(p, TaggedShard)
+                     else copy.copy(p) for p in ps_b)
+    elif change == "one" and ps_b:
+        i = draw(st.integers(0, len(ps_b) - 1))
+        ps_b = ps_b[:i] + draw(placements(1, tensor_ndim, user=True)) + ps_b[i + 1:]
+    elif change == "all":
+        ps_b = draw(placements(draw(st.integers(1, 3)), tensor_ndim, user=True))
+    mesh_ndim = len(mesh_b.shape_and_names()[0])
+    group = draw(st.sampled_from(["keep", "keep", "world", "dim"]))
+    if group == "keep" and (a.group.mesh is None or a.group.dim < mesh_ndim):
+        group_b = a.group if a.group.mesh is None else GroupArg(mesh_b if a.group.mesh == a.mesh else a.group.mesh,
+                                                                a.group.dim)
+    elif group == "world":
+        group_b = GroupArg()
+    else:
+        group_b = GroupArg(mesh_b, draw(st.integers(0, mesh_ndim - 1)))
+    return QueryInputs(mesh_b, ps_b, group_b, a.x_len)
+
+
+@st.composite
+def guard_examples(draw: Any) -> GuardExample:
+    """A program compiled for inputs A and called with inputs B: the same
+    inputs, equal new objects, changed parts, or the same specs after the
+    world was re-initialised (same rank, another rank, another size)."""
+    world_a = draw(worlds())
+    inputs_a, tensor_ndim = draw(query_inputs(world_a))
+    program = draw(programs(world_a, inputs_a, tensor_ndim, kind=draw(st.sampled_from(["query", "escapes"]))))
+    scenario = draw(st.sampled_from(["same", "vary", "vary", "vary", "new_world", "other_rank", "other_world"]))
+    if scenario == "same":
+        return GuardExample(world_a, inputs_a, world_a, inputs_a, program)
+    if scenario == "vary":
+        return GuardExample(world_a, inputs_a, world_a, draw(_vary_inputs(world_a, inputs_a, tensor_ndim)), program)
+    if scenario == "new_world":
+        return GuardExample(world_a, inputs_a, world_a, inputs_a, program, same_world=False)
+    if scenario == "other_rank":
+        world_b = World(world_a.size, draw(st.integers(0, world_a.size - 1)))
+        return GuardExample(world_a, inputs_a, world_b, inputs_a, program, same_world=False)
+    world_b = draw(worlds())
+    inputs_b, _ = draw(query_inputs(world_b))
+    return GuardExample(world_a, inputs_a, world_b, inputs_b, program, same_world=False)
+
+
+@st.composite
+def dtensor_examples(draw: Any, world: World | int = 2, *, ops: tuple[str, ...] | None = None,
+                     strided: bool | None = None) -> DTensorExample:
+    """A DTensor spec on a 2-rank world and a DTensor program for it. By
+    default, only what is expected to compile (``properties.DTENSOR_OPS``,
+    ``properties.DTENSOR_STRIDED_INPUTS``)."""
+    spec = draw(dtensor_specs(world, strided=DTENSOR_STRIDED_INPUTS if strided is None else strided))
+    return DTensorExample(spec, draw(dtensor_programs(spec, ops=COMPILABLE_DTENSOR_OPS if ops is None else ops)))
