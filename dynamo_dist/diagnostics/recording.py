@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch.fx
 
 from .._compat import observe as O
+from .._compat import dynamo_logs as L
 from ..guards import _notes
 from . import breaks as B
 from .backend import RecordingBackend
@@ -152,7 +153,7 @@ class Recorder:
 
         rows = [r for r in self._rows if r.compile_id is not None and r.is_forward is not False]
         # A compile that failed early has no code name: take its frame's (compile id "frame/attempt").
-        by_frame = {str(r.compile_id).split("/")[0]: (B.user_function(r.co_name), r.co_filename,
+        by_frame = {str(r.compile_id).split("/")[0]: (L.user_function(r.co_name), r.co_filename,
                                                       r.co_firstlineno or 0)
                     for r in rows if r.co_name is not None}
         frames = {str(r.compile_id): by_frame.get(str(r.compile_id).split("/")[0], ("?", "?", 0)) for r in rows}
