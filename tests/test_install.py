@@ -5,6 +5,7 @@ import torch._dynamo
 from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder
 
 import dynamo_dist
+from dynamo_dist import _compat
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
 
 
@@ -17,7 +18,7 @@ def _snapshot():
         SourcelessBuilder.__dict__["create"],
         dict(SourcelessBuilder._type_handlers),
         TensorVariable.__dict__["call_method"],
-        TensorVariable.__dict__["var_getattr"],
+        TensorVariable.__dict__[_compat.TENSOR_GETATTR_SLOT],
         runtime_wrappers.gen_alias_from_base,
     )
 
