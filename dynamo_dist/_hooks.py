@@ -11,14 +11,21 @@ Hook points (torch 2.13, see DESIGN.md):
 - ``TensorVariable.call_method``: DTensor ``redistribute`` / ``to_local`` /
   ``full_tensor`` with mesh or placement arguments become one graph call with
   those folded in (``variables/dtensor.py``); everything else is stock.
-- ``TensorVariable.var_getattr``: ``placements`` / ``device_mesh`` of a DTensor
-  made inside the frame are our trackers (stock makes graph nodes).
+- ``TensorVariable``'s attribute slot (``C.TENSOR_GETATTR_SLOT``:
+  ``var_getattr`` on 2.13, ``tp_getattro_impl`` on 2.14+): ``placements`` /
+  ``device_mesh`` of a DTensor made inside the frame are our trackers (stock
+  makes graph nodes).
 - AOTAutograd's ``gen_alias_from_base`` (as ``runtime_wrappers`` imported
   it): a fallback for outputs that are views of DTensor inputs
   (``aot_alias.py``), which stock crashes on at run time.
-- ``BuiltinVariable.call_str``: ``str(mesh)`` / ``str(pg)`` fold through the
-  tracker's ``str_impl`` (stock's builtin ``str`` knows only its own types and
-  breaks the graph).
+- ``BuiltinVariable.call_str`` (2.13 only, ``C.NEEDS_CALL_STR_HOOK``):
+  ``str(mesh)`` / ``str(pg)`` fold through the tracker's ``vt_str`` (2.13's
+  builtin ``str`` knows only its own types and breaks the graph; 2.14+'s
+  dispatches to the tracker's ``tp_str_impl`` itself).
+
+``C.check_supported()`` runs before anything is patched: a torch outside the
+supported range, or one missing a hook point or slot, is refused with one
+error and stock is left untouched.
 """
 
 from __future__ import annotations
@@ -139,7 +146,8 @@ def apply() -> None:
                 return handled
             return original_call_method(self, tx, name, args, kwargs)
 
-        original_getattr = C.TensorVariable.__dict__["var_getattr"]
+        getattr_slot = C.TENSOR_GETATTR_SLOT
+        original_getattr = C.TensorVariable.__dict__[getattr_slot]
 
         def var_getattr(self: Any, tx: Any, name: str) -> Any:
             handled = dtensor.var_getattr(tx, self, name)
@@ -147,7 +155,7 @@ def apply() -> None:
                 return handled
             return original_getattr(self, tx, name)
 
-        original_call_str = C.BuiltinVariable.__dict__["call_str"]
+        original_call_str = C.BuiltinVariable.__dict__["call_str"] if C.NEEDS_CALL_STR_HOOK else None
 
         def call_str(self: Any, tx: Any, arg: Any) -> Any:
             if isinstance(arg, DistObjectVariable):
@@ -162,13 +170,14 @@ def apply() -> None:
                       call_method=original_call_method, getattr=original_getattr, alias=original_alias,
                       call_str=original_call_str)
         C.stock.remember(original_wrap, original_create, hooked_types)
-        C.BuiltinVariable.call_str = call_str
+        if original_call_str is not None:
+            C.BuiltinVariable.call_str = call_str
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
         C.VariableBuilder._wrap = wrap_hook
         C.SourcelessBuilder.create = staticmethod(create)
         C.TensorVariable.call_method = call_method
-        C.TensorVariable.var_getattr = var_getattr
+        setattr(C.TensorVariable, getattr_slot, var_getattr)
         for t in saved_table:
             table[t] = fast_handler
     _reset_dynamo()
@@ -181,9 +190,10 @@ def remove() -> None:
         C.VariableBuilder._wrap = _saved["wrap"]
         C.SourcelessBuilder.create = _saved["create"]
         C.TensorVariable.call_method = _saved["call_method"]
-        C.TensorVariable.var_getattr = _saved["getattr"]
+        setattr(C.TensorVariable, C.TENSOR_GETATTR_SLOT, _saved["getattr"])
         C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
-        C.BuiltinVariable.call_str = _saved["call_str"]
+        if _saved["call_str"] is not None:
+            C.BuiltinVariable.call_str = _saved["call_str"]
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():
             if handler is _MISSING:

@@ -9,6 +9,14 @@ metadata the trace recorded, and wrapped back as a DTensor through the
 differentiable ``to_local``/``from_local`` pair so gradients still reach the
 input. ``_hooks.py`` installs this as a fallback around AOTAutograd's own
 function.
+
+torch 2.14+ no longer crashes in the forward: DTensor's ``as_strided``
+handler accepts a pure permutation (``x.t()``). But the output then carries
+an ``AsStridedBackward`` node, and its backward calls ``as_strided`` on a
+flat DTensor gradient, which DTensor refuses ("as_strided not supported with
+DTensor" from ``.backward()``). A DTensor alias that AOTAutograd built with
+``as_strided`` and that autograd records is therefore rebuilt here too, so
+its backward runs through ``to_local``/``from_local`` on every release.
 """
 
 from __future__ import annotations
@@ -37,15 +45,26 @@ def regenerate_dtensor_alias(base: Any, target_meta: Any, target_requires_grad: 
     return out
 
 
+def has_dtensor_as_strided_backward(out: Any, base: Any) -> bool:
+    """``out`` is a DTensor view of ``base`` whose autograd node is
+    ``as_strided``'s: its backward cannot run on DTensor gradients."""
+    grad_fn = getattr(out, "grad_fn", None)
+    return (isinstance(base, DTensor) and isinstance(out, DTensor) and grad_fn is not None
+            and type(grad_fn).__name__.startswith("AsStridedBackward"))
+
+
 def with_dtensor_fallback(original: Callable[..., Any]) -> Callable[..., Any]:
     def gen_alias_from_base(aliased_base_tensor: Any, target_meta_tensor: Any, target_requires_grad: bool,
                             *args: Any, **kwargs: Any) -> Any:
         try:
-            return original(aliased_base_tensor, target_meta_tensor, target_requires_grad, *args, **kwargs)
+            out = original(aliased_base_tensor, target_meta_tensor, target_requires_grad, *args, **kwargs)
         except RuntimeError as e:
             if not is_dtensor_as_strided_failure(e, aliased_base_tensor):
                 raise
             return regenerate_dtensor_alias(aliased_base_tensor, target_meta_tensor, target_requires_grad)
+        if has_dtensor_as_strided_backward(out, aliased_base_tensor) and isinstance(target_meta_tensor, DTensor):
+            return regenerate_dtensor_alias(aliased_base_tensor, target_meta_tensor, target_requires_grad)
+        return out
 
     gen_alias_from_base.__wrapped__ = original  # type: ignore[attr-defined]
     return gen_alias_from_base

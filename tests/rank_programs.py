@@ -13,12 +13,12 @@ def rank_queries(x, mesh):
 
 def compile_on_one_rank_check():
     """Compile rank_queries with compile_on_one_rank on; return (graph code, compiled, eager)."""
-    import torch.distributed.config as dist_config
-
     import dynamo_dist
+    from dynamo_dist import _compat as C
     from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
 
     dynamo_dist.install()
+    dist_config = C.one_rank_config()  # torch.compiler.config on 2.14+
     dist_config.compile_on_one_rank = True
     mesh = make_mesh((1, 2), ("dp", "tp"))
     run = compile_and_run(rank_queries, torch.zeros(1), mesh)

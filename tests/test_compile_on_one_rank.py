@@ -1,9 +1,12 @@
 """compile_on_one_rank: rank-dependent answers are runtime ops, and the graph
 is identical on every rank."""
 
+import warnings
+
 import pytest
 import torch
-import torch.distributed.config as dist_config
+
+from dynamo_dist import _compat as C
 
 from dynamo_dist.testing import compile_and_run, make_mesh, run_in_gloo_world
 from rank_programs import compile_on_one_rank_check, rank_queries
@@ -11,12 +14,24 @@ from rank_programs import compile_on_one_rank_check, rank_queries
 RUNTIME_OP = "_runtime_compute_coordinate_on_dim"
 
 
-@pytest.fixture
-def one_rank_mode():
-    saved = dist_config.compile_on_one_rank
-    dist_config.compile_on_one_rank = True
-    yield
-    dist_config.compile_on_one_rank = saved
+# Where a user may switch the mode on: torch.compiler.config (2.14+'s
+# canonical flag) and torch.distributed.config (2.13's; a deprecated alias on
+# 2.14+). Each must give the runtime-op graphs.
+FLAG_MODULES = C.one_rank_flag_modules()
+
+
+@pytest.fixture(params=FLAG_MODULES, ids=[m.__name__ for m in FLAG_MODULES])
+def one_rank_mode(request):
+    config = request.param
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the deprecated alias warns on 2.14+
+        saved = config.compile_on_one_rank
+        config.compile_on_one_rank = True
+        try:
+            assert C.compile_on_one_rank()
+            yield
+        finally:
+            config.compile_on_one_rank = saved
 
 
 @pytest.mark.usefixtures("plugin", "one_rank_mode")

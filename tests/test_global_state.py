@@ -39,7 +39,7 @@ def snapshot():
         "notes listeners": list(getattr(_notes, "_listeners")),
         "reset hook": getattr(_hooks, "_reset_dynamo"),
         "hooks": (C.VariableBuilder.__dict__["_wrap"], C.SourcelessBuilder.__dict__["create"],
-                  C.TensorVariable.__dict__["call_method"], C.TensorVariable.__dict__["var_getattr"],
+                  C.TensorVariable.__dict__["call_method"], C.TensorVariable.__dict__[C.TENSOR_GETATTR_SLOT],
                   C.aot_runtime_wrappers.gen_alias_from_base, dict(C.SourcelessBuilder._type_handlers)),
         "rendezvous": dict(O.rendezvous_handlers()),
         "threads": torch.get_num_threads(),

@@ -4,6 +4,8 @@ Each test compiles once, then calls with a changed input and checks the
 answer equals eager and the frame count rose (or did not) as it should.
 """
 
+import inspect
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -153,3 +155,69 @@ def test_world_reinitialised_recompiles():
         with fake_world(size, rank):
             torch.testing.assert_close(cfn(torch.zeros(1)), fn(torch.zeros(1)))
     assert counter.frame_count == 3  # a new world object each time
+
+
+# -- the mesh fingerprint follows this release's DeviceMesh.__eq__ -----------
+
+def test_mesh_fingerprint_covers_every_field_of_this_releases_eq(world8):
+    import copy
+
+    from dynamo_dist import _compat as C
+    from dynamo_dist.guards import mesh_fingerprint
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    # __eq__ and _hash_key read the same fields (5 up to 2.14; 2.15 adds
+    # _preserve_rank_order); _thread_id has been one of them since 2.13.
+    assert len(C.MESH_EQ_FIELDS) == len(mesh._hash_key())
+    assert "_thread_id" in C.MESH_EQ_FIELDS
+    if "preserve_rank_order" in inspect.signature(DeviceMesh.__init__).parameters:
+        assert "_preserve_rank_order" in C.MESH_EQ_FIELDS
+    expected = mesh_fingerprint(mesh, with_coordinate=False)
+    for field in C.MESH_EQ_FIELDS:
+        other = copy.copy(mesh)
+        setattr(other, field, object())
+        assert other != mesh, field
+        assert mesh_fingerprint(other, with_coordinate=False) != expected, field
+
+
+def _mesh_with_preserve_rank_order(ranks, on):
+    if "preserve_rank_order" in inspect.signature(DeviceMesh.__init__).parameters:  # 2.15+
+        return DeviceMesh("cpu", ranks, preserve_rank_order=on)
+    mesh = DeviceMesh("cpu", ranks)
+    mesh._preserve_rank_order = on  # no effect before 2.15: not an __eq__ field
+    return mesh
+
+
+def test_meshes_differing_only_in_preserve_rank_order_are_not_stale(world8):
+    # Identity rank order: both meshes reuse the default group, so only the
+    # __eq__ field tells them apart (2.15: a != b, eager answers differ).
+    a = _mesh_with_preserve_rank_order(list(range(8)), False)
+    b = _mesh_with_preserve_rank_order(list(range(8)), True)
+    ref = DeviceMesh("cpu", list(range(8)))
+
+    def fn(x, m):
+        return x + 1, m == ref, hash(m) == hash(ref)
+
+    cfn, counter = compiled(fn)
+    for m in (a, b, a):
+        got, want = cfn(torch.zeros(1), m), fn(torch.zeros(1), m)
+        assert got[1:] == want[1:], (m._hash_key(), got[1:], want[1:])
+    assert counter.frame_count == (2 if a != b else 1)
+
+
+def test_mesh_guard_identity_fast_path_skips_the_fingerprint(world8, monkeypatch):
+    import copy
+
+    import dynamo_dist.guards.mesh as mesh_guard
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    cfn, counter = compiled(mesh_fn)
+    x = torch.zeros(1)
+    cfn(x, mesh)
+    calls = []
+    original = mesh_guard.mesh_fingerprint
+    monkeypatch.setattr(mesh_guard, "mesh_fingerprint", lambda *a, **k: calls.append(a) or original(*a, **k))
+    cfn(x, mesh)
+    assert calls == []  # the same mesh object: one `is`, no field read
+    cfn(x, copy.copy(mesh))
+    assert len(calls) == 1 and counter.frame_count == 1

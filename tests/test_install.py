@@ -1,10 +1,12 @@
 """install/uninstall are idempotent and uninstall restores stock exactly."""
 
+import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder
 
 import dynamo_dist
+from dynamo_dist import _compat
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
 
 
@@ -17,7 +19,7 @@ def _snapshot():
         SourcelessBuilder.__dict__["create"],
         dict(SourcelessBuilder._type_handlers),
         TensorVariable.__dict__["call_method"],
-        TensorVariable.__dict__["var_getattr"],
+        TensorVariable.__dict__[_compat.TENSOR_GETATTR_SLOT],
         runtime_wrappers.gen_alias_from_base,
     )
 
@@ -91,3 +93,43 @@ def test_install_and_uninstall_reset_dynamo_caches(world8):
         dynamo_dist.uninstall()
     fn(torch.ones(1), mesh)
     assert len(calls) == 3 and distributed_objects_in(calls[2])
+
+
+def _stock_state():
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    return (*_snapshot(), BuiltinVariable.__dict__["call_str"])
+
+
+@pytest.mark.parametrize("version", ["2.12.1", "2.16.0", "3.0.0", "2.9.0+cu126"])
+def test_install_refuses_a_torch_outside_the_supported_range(world8, monkeypatch, version):
+    before = _stock_state()
+    monkeypatch.setattr(torch, "__version__", version)
+    with pytest.raises(RuntimeError) as e:
+        dynamo_dist.install()
+    assert version in str(e.value) and ">=2.13,<2.16" in str(e.value)
+    assert not dynamo_dist.is_installed()
+    assert all(a is b or a == b for a, b in zip(_stock_state(), before)), "a refused install patched torch"
+    dynamo_dist.uninstall()
+    assert all(a is b or a == b for a, b in zip(_stock_state(), before))
+
+
+@pytest.mark.parametrize("missing", ["vt_richcompare", "vt_getattr", "tensor attribute hook"])
+def test_install_refuses_a_torch_whose_hook_point_moved(world8, monkeypatch, missing):
+    from torch._dynamo.variables.base import VariableTracker
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    before = _stock_state()
+    if missing == "tensor attribute hook":
+        monkeypatch.delattr(TensorVariable, _compat.TENSOR_GETATTR_SLOT)
+        name = _compat.TENSOR_GETATTR_SLOT
+    else:
+        name = _compat.SLOTS[missing]
+        monkeypatch.delattr(VariableTracker, name)
+    with pytest.raises(RuntimeError) as e:
+        dynamo_dist.install()
+    assert torch.__version__ in str(e.value) and ">=2.13,<2.16" in str(e.value) and name in str(e.value)
+    assert not dynamo_dist.is_installed()
+    dynamo_dist.uninstall()
+    monkeypatch.undo()
+    assert all(a is b or a == b for a, b in zip(_stock_state(), before)), "a refused install patched torch"

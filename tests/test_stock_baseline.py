@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_dist.coverage.tables import differences_table, member_table, read_block
+from dynamo_dist import _compat as C
+from dynamo_dist.coverage.tables import (
+    TESTED_VERSIONS,
+    differences_table,
+    member_table,
+    parse_table,
+    read_block,
+    stock_column,
+)
 from dynamo_dist.coverage.cases import CASES, CLEAN_BREAK, run_all
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -40,5 +48,26 @@ def test_readme_tables_match_a_fresh_measurement(outcomes):
     plugin, stock = outcomes
     text = README.read_text()
     hint = "run `python -m dynamo_dist coverage --update-readme README.md`"
-    assert read_block(text, "coverage") == member_table(stock), hint
-    assert read_block(text, "stock-diff") == differences_table(plugin, stock), hint
+    # One stock column per tested release: the plugin's column and the running
+    # release's stock column must equal this measurement; the other releases'
+    # columns are kept as the README has them (measured on those releases).
+    running = stock_column(C.torch_version())
+    members, diffs = read_block(text, "coverage"), read_block(text, "stock-diff")
+    assert running in members.splitlines()[0] and running in diffs.splitlines()[0], hint
+    assert members == member_table(stock, previous=members), hint
+    assert diffs == differences_table(plugin, stock, previous=diffs), hint
+
+
+def test_readme_tables_keep_other_releases_columns(outcomes):
+    plugin, stock = outcomes
+    diffs = read_block(README.read_text(), "stock-diff")
+    header = diffs.splitlines()[0]
+    for version in TESTED_VERSIONS:
+        assert stock_column(version) in header
+    # Regenerating as another release rewrites only that release's column.
+    other = next(v for v in TESTED_VERSIONS if v != C.torch_version())
+    fresh = parse_table(differences_table(plugin, stock, previous=diffs, version=other), 1)
+    kept = parse_table(diffs, 1)
+    for version in TESTED_VERSIONS:
+        if version != other:
+            assert fresh[stock_column(version)] == kept[stock_column(version)]

@@ -12,18 +12,31 @@ split by job:
 - ``distributed``: private facts of meshes, DTensors and placements;
 - ``observe``: what diagnostics read (logs, metrics, compile hooks).
 
-torch 2.13 facts encoded here:
-- VariableTrackers use CPython-slot-style methods (``hash_impl``,
-  ``richcompare_impl``, ``mp_subscript_impl``, ``call_obj_hasattr``); older
-  releases used ``is_python_hashable`` / ``get_python_hash``.
-- Distributed types are registered as opaque objects, with per-member tables
-  in ``torch._library.opaque_object``.
+Supported torch: ``>=2.13,<2.16`` (``SUPPORTED_RANGE``), two families:
+- 2.13: VariableTrackers use slot-style methods (``richcompare_impl``,
+  ``str_impl``, ``var_getattr``, ``is_python_equal``...);
+  ``compile_on_one_rank`` lives in ``torch.distributed.config``; DeviceMesh's
+  ``__eq__`` compares 5 fields.
+- 2.14 / 2.15: CPython-slot names (``tp_richcompare_impl``,
+  ``tp_getattro_impl``...; ``is_python_equal`` gone); the canonical
+  ``compile_on_one_rank`` is ``torch.compiler.config``'s (the distributed name
+  is a deprecated alias); 2.15's ``UserMethodVariable`` takes a function
+  tracker and its ``DeviceMesh.__eq__`` adds ``_preserve_rank_order``.
+The family is chosen by feature detection (``slots.FAMILY``); the version
+string only gates ``install()``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed.config as _dist_config
+
+try:  # 2.14+: the canonical home of compile_on_one_rank
+    import torch.compiler.config as _compiler_config
+except ImportError:  # pragma: no cover - older torch
+    _compiler_config = None
 
 from . import stock  # noqa: F401
 from .distributed import (  # noqa: F401
@@ -39,7 +52,10 @@ from .distributed import (  # noqa: F401
     funcol,
     is_builtin_placement_type,
     mesh_dim_group_names,
+    MESH_EQ_FIELDS,
     mesh_dim_index,
+    mesh_eq_key,
+    mesh_hash_key,
     mesh_full_tensor_list,
     mesh_layout_key,
     mesh_rank_map,
@@ -97,19 +113,62 @@ from .dynamo import (  # noqa: F401,E402
     unimplemented,
     wrap_fx_proxy,
 )
-from .slots import SLOTS, Tracker, base_slot, has_slots, slot_method  # noqa: F401
+from .slots import (  # noqa: F401
+    FAMILY,
+    NEEDS_CALL_STR_HOOK,
+    SLOTS,
+    SLOTS_2_13,
+    SLOTS_2_14,
+    TENSOR_GETATTR_SLOT,
+    Tracker,
+    base_slot,
+    has_slots,
+    missing_slots,
+    slot_method,
+)
 from .stock import stock_create, stock_wrap  # noqa: F401
 
-TORCH_VERSION = torch.__version__.split("+")[0]
-SUPPORTED = TORCH_VERSION.startswith("2.13.")
+# Supported torch releases: [first, end) as (major, minor).
+SUPPORTED_RANGE = ((2, 13), (2, 16))
+SUPPORTED_TEXT = ">=2.13,<2.16"
+
+
+def torch_version() -> str:
+    """The running torch's version, without the local build tag."""
+    return torch.__version__.split("+")[0]
+
+
+TORCH_VERSION = torch_version()
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def version_supported(version: str | None = None) -> bool:
+    release = _release(version if version is not None else torch_version())
+    first, end = SUPPORTED_RANGE
+    return release is not None and first <= release < end
+
+
+SUPPORTED = version_supported(TORCH_VERSION)
 
 
 def check_supported() -> None:
-    """dynamo_dist hooks Dynamo internals that change between releases."""
-    if not SUPPORTED or not has_slots():
+    """dynamo_dist hooks Dynamo internals that change between releases:
+    refuse (before anything is patched) a torch outside the supported range,
+    or one whose hook points moved."""
+    missing = missing_slots() if version_supported() else []
+    if not version_supported() or missing:
+        why = f" (its Dynamo lacks {', '.join(missing)})" if missing else ""
         raise RuntimeError(
-            f"dynamo_dist supports torch 2.13.x, found torch {torch.__version__}. "
-            "Install torch==2.13.0, or leave dynamo_dist uninstalled on this torch."
+            f"dynamo_dist supports torch {SUPPORTED_TEXT} (2.13.x, 2.14.x, 2.15.x), "
+            f"found torch {torch.__version__}{why}. "
+            "Install a supported torch, or leave dynamo_dist uninstalled on this torch."
         )
 
 
@@ -135,5 +194,21 @@ def stock_member_kind(cls: type, name: str) -> str | None:
     return None
 
 
+def one_rank_config() -> Any:
+    """The config module holding the canonical ``compile_on_one_rank`` flag:
+    ``torch.compiler.config`` on 2.14+ (``torch.distributed.config``'s flag
+    is a deprecated alias of it there), ``torch.distributed.config`` on 2.13."""
+    if _compiler_config is not None and hasattr(_compiler_config, "compile_on_one_rank"):
+        return _compiler_config
+    return _dist_config
+
+
+def one_rank_flag_modules() -> tuple[Any, ...]:
+    """Every config module a user may set ``compile_on_one_rank`` on (the
+    canonical one first)."""
+    canonical = one_rank_config()
+    return (canonical,) if canonical is _dist_config else (canonical, _dist_config)
+
+
 def compile_on_one_rank() -> bool:
-    return bool(getattr(_dist_config, "compile_on_one_rank", False))
+    return bool(getattr(one_rank_config(), "compile_on_one_rank", False))

@@ -4,6 +4,9 @@ placement types with the fields that define them."""
 
 from __future__ import annotations
 
+import inspect
+import operator
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +39,38 @@ def mesh_rank_map(mesh: Any) -> tuple[int, ...]:
     # the mesh guard's fingerprint path pays on every equal new mesh object.
     flat = getattr(mesh, "_flatten_rank_map", None)
     return flat if isinstance(flat, tuple) else tuple(mesh._rank_map.tolist())
+
+
+# The attributes ``DeviceMesh.__eq__`` compares (and ``_hash_key`` hashes):
+# 2.13 / 2.14 compare these five; 2.15 adds ``_preserve_rank_order``. Read
+# from the running torch's ``__eq__`` once, so the mesh guard's fingerprint
+# follows the release (the next field torch adds is picked up, or fails
+# ``tests/test_guards.py`` instead of giving a stale answer).
+_MESH_EQ_FIELDS_2_13 = ("_flatten_rank_map", "_layout", "_device_type", "_mesh_dim_names", "_thread_id")
+
+
+def _read_mesh_eq_fields() -> tuple[str, ...]:
+    try:
+        source = inspect.getsource(DeviceMesh.__eq__)
+    except (OSError, TypeError):  # pragma: no cover - no source shipped
+        return _MESH_EQ_FIELDS_2_13
+    fields = tuple(dict.fromkeys(re.findall(r"self\.(\w+)\s*==\s*other\.\1\b", source)))
+    return fields or _MESH_EQ_FIELDS_2_13
+
+
+MESH_EQ_FIELDS: tuple[str, ...] = _read_mesh_eq_fields()
+_mesh_eq_getter = operator.attrgetter(*MESH_EQ_FIELDS)
+
+
+def mesh_eq_key(mesh: Any) -> tuple:
+    """The values ``DeviceMesh.__eq__`` compares, in this release."""
+    return _mesh_eq_getter(mesh)
+
+
+def mesh_hash_key(mesh: Any) -> tuple | None:
+    """``DeviceMesh._hash_key()`` (what ``hash(mesh)`` hashes), if this release has it."""
+    key = getattr(mesh, "_hash_key", None)
+    return key() if key is not None else None
 
 
 def mesh_layout_key(mesh: Any) -> Any:

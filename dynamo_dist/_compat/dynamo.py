@@ -8,6 +8,7 @@ change to this module only.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import torch._dynamo
@@ -114,7 +115,15 @@ def method_of(vt: VariableTracker, name: str, py_type: type | None = None) -> Va
     return GetAttrVariable(vt, name, py_type=py_type)
 
 
+# 2.13 / 2.14: ``UserMethodVariable(fn, obj)`` (a plain function);
+# 2.15: ``UserMethodVariable(im_func, im_self)`` with a function tracker.
+_METHOD_TAKES_TRACKER = "im_func" in inspect.signature(UserMethodVariable.__init__).parameters
+
+
 def user_method(fn: Callable[..., Any], vt: VariableTracker) -> VariableTracker:
+    """``vt.fn`` as Dynamo's bound-method tracker."""
+    if _METHOD_TAKES_TRACKER:
+        return UserMethodVariable(UserFunctionVariable(fn), vt)
     return UserMethodVariable(fn, vt)
 
 

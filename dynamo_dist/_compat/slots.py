@@ -7,6 +7,10 @@ A tracker defines ``vt_richcompare``, ``vt_str`` ... once; subclassing
 another release adds a table here, not a branch in the trackers. Declared
 ``STATE`` fields become Dynamo's non-variable fields (values it must not
 treat as nested trackers).
+
+The family is chosen by feature detection (which slot names the installed
+``VariableTracker`` has), never by the version string; the version string only
+decides whether ``install()`` accepts this torch at all (``_compat.check_supported``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from torch._dynamo.variables.base import VariableTracker
+from torch._dynamo.variables.tensor import TensorVariable
 
 # our name -> the 2.13 method name Dynamo calls.
 SLOTS_2_13: dict[str, str] = {
@@ -25,14 +30,54 @@ SLOTS_2_13: dict[str, str] = {
     "vt_getitem": "mp_subscript_impl",
     "vt_hasattr": "call_obj_hasattr",
     "vt_getattr": "var_getattr",
+    # dict-key / set equality (2.13 only).
     "vt_python_equal": "is_python_equal",
 }
-SLOTS = SLOTS_2_13
+
+# our name -> the 2.14 / 2.15 method name (CPython-slot names, torch PRs
+# #191011 #189428 #190415). ``is_python_equal`` is gone: dict keys compare
+# through ``tp_richcompare_impl``. ``vt_bool`` must always return a tracker
+# (2.15 does not accept None).
+SLOTS_2_14: dict[str, str] = {
+    "vt_richcompare": "tp_richcompare_impl",
+    "vt_str": "tp_str_impl",
+    "vt_repr": "tp_repr_impl",
+    "vt_bool": "nb_bool_impl",
+    "vt_hash": "hash_impl",
+    "vt_getitem": "mp_subscript_impl",
+    "vt_hasattr": "call_obj_hasattr",
+    "vt_getattr": "tp_getattro_impl",
+}
+
+
+def _family() -> tuple[str, dict[str, str]]:
+    if hasattr(VariableTracker, "tp_richcompare_impl"):
+        return "2.14", SLOTS_2_14
+    return "2.13", SLOTS_2_13
+
+
+FAMILY, SLOTS = _family()
+
+# The TensorVariable method Dynamo calls for ``tensor.attr`` (``_hooks``
+# wraps it for a DTensor's ``placements`` / ``device_mesh``).
+TENSOR_GETATTR_SLOT = SLOTS["vt_getattr"]
+
+# 2.13's ``BuiltinVariable.call_str`` is a special-case chain that never calls
+# a tracker's ``str_impl``; 2.14+'s is ``generic_str``, which does.
+NEEDS_CALL_STR_HOOK = FAMILY == "2.13"
+
+
+def missing_slots() -> list[str]:
+    """The slot names this family binds that the running torch lacks."""
+    missing = [slot for slot in SLOTS.values() if not hasattr(VariableTracker, slot)]
+    if TENSOR_GETATTR_SLOT not in TensorVariable.__dict__:
+        missing.append(f"TensorVariable.{TENSOR_GETATTR_SLOT}")
+    return missing
 
 
 def has_slots() -> bool:
     """Whether the running torch has the slots this table binds."""
-    return all(hasattr(VariableTracker, slot) for slot in SLOTS.values())
+    return not missing_slots()
 
 
 class Tracker(VariableTracker):

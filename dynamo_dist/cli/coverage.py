@@ -11,13 +11,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dynamo_dist.coverage.tables import differences_table, member_table, replace_block
+    from dynamo_dist import _compat as C
+    from dynamo_dist.coverage.tables import counts, differences_table, member_table, read_block, replace_block
     from dynamo_dist.coverage.cases import run_all
 
     update_readme = args.update_readme
+    previous = None
+    if update_readme:
+        with open(update_readme) as f:
+            previous = f.read()
 
     plugin, stock = run_all(plugin=True), run_all(plugin=False)
-    members, diffs = member_table(stock), differences_table(plugin, stock)
+    # Only this release's stock column is measured; the others are kept.
+    members = member_table(stock, read_block(previous, "coverage") if previous else None)
+    diffs = differences_table(plugin, stock, read_block(previous, "stock-diff") if previous else None)
     print(members, "\n")
     print(diffs)
     from dynamo_dist.coverage.cases import CASES
@@ -27,11 +34,10 @@ def run(args: argparse.Namespace) -> int:
     clean = sum(c.expect == "ok" for c in CASES)
     print(f"\n{len(plugin)} cases: {ok} as expected with dynamo_dist "
           f"({clean} compile with zero breaks and match eager, the rest break cleanly); "
-          f"{stock_ok} compile with zero breaks and match eager with stock torch")
+          f"{stock_ok} compile with zero breaks and match eager with stock torch {C.torch_version()}")
+    print(f"outcomes on torch {C.torch_version()}: dynamo_dist {counts(plugin)}; stock {counts(stock)}")
     if update_readme:
-        with open(update_readme) as f:
-            text = f.read()
-        text = replace_block(text, "coverage", members)
+        text = replace_block(previous, "coverage", members)
         text = replace_block(text, "stock-diff", diffs)
         with open(update_readme, "w") as f:
             f.write(text)

@@ -1,12 +1,80 @@
 """The README coverage tables, generated from the member tables and from the
-measured outcomes of ``dynamo_dist.coverage.cases`` on stock torch."""
+measured outcomes of ``dynamo_dist.coverage.cases`` on stock torch.
+
+Stock differs between torch releases, so each table has one stock column per
+tested release (``TESTED_VERSIONS``). A measurement fills only the running
+release's column and keeps the others as they are in the README (run the
+generator once on each release to fill them all).
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Iterable
 
+from .. import _compat as C
 from ..variables.members import ALL_TABLES, Kind
+
+# The releases whose stock outcomes the README records, one column each.
+TESTED_VERSIONS: tuple[str, ...] = ("2.13.0", "2.14.1", "2.15.0")
+NOT_MEASURED = "not measured"
+
+
+def stock_column(version: str) -> str:
+    return f"stock torch {version}"
+
+
+def _columns(running: str) -> list[str]:
+    versions = list(TESTED_VERSIONS)
+    if running not in versions:
+        versions.append(running)
+        versions.sort(key=lambda v: tuple(int(p) if p.isdigit() else 0 for p in v.split(".")))
+    return [stock_column(v) for v in versions]
+
+
+def parse_table(block: str | None, key_columns: int) -> dict[str, dict[tuple[str, ...], str]]:
+    """A markdown table as ``{column header: {row key: cell}}`` (the row key
+    is the first ``key_columns`` cells)."""
+    if not block:
+        return {}
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in block.splitlines()
+            if line.startswith("|")]
+    if len(rows) < 2:
+        return {}
+    header, body = rows[0], rows[2:]
+    out: dict[str, dict[tuple[str, ...], str]] = {h: {} for h in header[key_columns:]}
+    for row in body:
+        if len(row) != len(header):
+            continue
+        key = tuple(row[:key_columns])
+        for h, cell in zip(header[key_columns:], row[key_columns:]):
+            out[h][key] = cell
+    return out
+
+
+def _render(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _stock_cells(running_cells: dict[tuple[str, ...], str], keys: list[tuple[str, ...]],
+                 previous: str | None, key_columns: int, version: str | None) -> tuple[list[str], list[list[str]]]:
+    """Per row, the cell of every stock column: the running release's from
+    ``running_cells``, every other one from the ``previous`` table."""
+    running = version or C.torch_version()
+    columns = _columns(running)
+    old = parse_table(previous, key_columns)
+    cells = []
+    for key in keys:
+        row = []
+        for column in columns:
+            if column == stock_column(running):
+                row.append(running_cells.get(key, NOT_MEASURED))
+            else:
+                row.append(old.get(column, {}).get(key, NOT_MEASURED))
+        cells.append(row)
+    return columns, cells
 
 
 def _stock_by_member(stock: Iterable) -> dict[str, str]:
@@ -21,33 +89,51 @@ def _stock_by_member(stock: Iterable) -> dict[str, str]:
     return out
 
 
-def member_table(stock: Iterable | None = None) -> str:
+def member_table(stock: Iterable | None = None, previous: str | None = None, version: str | None = None) -> str:
     """Markdown: every member of every tracked type, how we handle it, and
-    (when measured) what stock torch 2.13 did in the same case."""
+    (when measured) what stock torch did in the same case, one column per
+    tested release: the running one's from ``stock``, the others kept from
+    ``previous`` (the README's current table)."""
     stock_of = _stock_by_member(stock or [])
-    lines = [
-        "| type | member | dynamo_dist | stock torch 2.13 |",
-        "| --- | --- | --- | --- |",
-    ]
+    keys, ours_of, running = [], {}, {}
     for type_name, table in ALL_TABLES.items():
         for name, member in table.items():
             shown = f"`{name}()`" if member.method else f"`{name}`"
             ours = member.kind.value
             if member.kind is Kind.BREAK:
                 ours = f"graph break, hint: {member.hint.split(':')[0].split('. ')[0].rstrip('.')}"
-            lines.append(f"| {type_name} | {shown} | {ours} | {stock_of.get(f'{type_name}.{name}', 'not measured')} |")
-    return "\n".join(lines)
+            key = (type_name, shown)
+            keys.append(key)
+            ours_of[key] = ours
+            running[key] = stock_of.get(f"{type_name}.{name}", NOT_MEASURED)
+    columns, cells = _stock_cells(running, keys, previous, 2, version)
+    rows = [[*key, ours_of[key], *row] for key, row in zip(keys, cells)]
+    return _render(["type", "member", "dynamo_dist", *columns], rows)
 
 
-def differences_table(plugin: Iterable, stock: Iterable) -> str:
-    """Markdown: each case, its outcome with the plugin and with stock."""
+def differences_table(plugin: Iterable, stock: Iterable, previous: str | None = None,
+                      version: str | None = None) -> str:
+    """Markdown: each case, its outcome with the plugin and with stock torch,
+    one stock column per tested release (the running one measured, the others
+    kept from ``previous``)."""
     stock_of = {o.case: o for o in stock}
-    lines = ["| case | dynamo_dist | stock torch 2.13 |", "| --- | --- | --- |"]
+    plugin = list(plugin)
+    running = {}
     for o in plugin:
         s = stock_of.get(o.case)
-        stock_text = "—" if s is None else s.status + (f" ({_short(s.detail)})" if s.status != "ok" else "")
-        lines.append(f"| {o.case} | {o.status} | {stock_text} |")
-    return "\n".join(lines)
+        running[(o.case,)] = "—" if s is None else s.status + (f" ({_short(s.detail)})" if s.status != "ok" else "")
+    keys = [(o.case,) for o in plugin]
+    columns, cells = _stock_cells(running, keys, previous, 1, version)
+    rows = [[o.case, o.status, *row] for o, row in zip(plugin, cells)]
+    return _render(["case", "dynamo_dist", *columns], rows)
+
+
+def counts(outcomes: Iterable) -> dict[str, int]:
+    """How many outcomes have each status."""
+    out: dict[str, int] = {}
+    for o in outcomes:
+        out[o.status] = out.get(o.status, 0) + 1
+    return out
 
 
 def _short(detail: str) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .. import _compat as C
 from .._compat import observe as O
 from ..diagnostics.compare import difference
 from .oracle import _call, _is_internal, assert_compiles_like_eager
@@ -94,7 +95,7 @@ def _data_dependent(e: BaseException | None) -> bool:
 
 @contextlib.contextmanager
 def _one_rank(on: bool) -> Iterator[None]:
-    import torch.distributed.config as dist_config
+    dist_config = C.one_rank_config()  # the canonical flag of this release
 
     before = dist_config.compile_on_one_rank
     dist_config.compile_on_one_rank = on

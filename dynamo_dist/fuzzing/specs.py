@@ -171,7 +171,7 @@ class Program:
 @dataclass(frozen=True)
 class QueryExample:
     """A query program and the inputs it is called with, in one fake world;
-    ``one_rank``: compiled under ``torch.distributed.config.compile_on_one_rank``."""
+    ``one_rank``: compiled under ``compile_on_one_rank`` (``torch.compiler.config`` on 2.14+)."""
 
     world: World
     inputs: QueryInputs

@@ -1,7 +1,7 @@
 """DeviceMesh guard: identity fast path, semantic fingerprint otherwise.
 
-An equal mesh that is a new object (same device type, layout, rank map, dim
-names and the same process groups behind each dim) reuses the graph; a mesh
+An equal mesh that is a new object (equal under this release's
+``DeviceMesh.__eq__`` and the same process groups behind each dim) reuses the graph; a mesh
 with the same shape but other groups, or another ndim, recompiles cleanly.
 """
 
@@ -24,10 +24,9 @@ def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> tuple:
     coordinate = mesh.get_coordinate() if with_coordinate else None
     return (
         type(mesh),
-        mesh.device_type,
-        C.mesh_layout_key(mesh),
-        C.mesh_rank_map(mesh),
-        mesh.mesh_dim_names,
+        # Every field this release's DeviceMesh.__eq__ compares (layout, rank
+        # map, device type, dim names, thread id; 2.15: _preserve_rank_order).
+        C.mesh_eq_key(mesh),
         C.mesh_dim_group_names(mesh),
         coordinate,
     )
