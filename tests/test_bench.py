@@ -8,6 +8,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+RUNNING = torch.__version__.split("+")[0]
 
 
 def _positive(x) -> bool:
@@ -29,7 +32,7 @@ def test_meta_and_progress(quick):
     meta = result["meta"]
     assert meta["config"]["quick"] is True
     assert meta["command"].startswith("python -m dynamo_dist bench --quick")
-    assert meta["machine"]["torch"].startswith("2.13") and meta["machine"]["cores"] >= 1
+    assert meta["machine"]["torch"].startswith(RUNNING) and meta["machine"]["cores"] >= 1
     assert "[1/" in proc.stderr and "compile_time" in proc.stderr  # progress lines on stderr
     for heading in ("Trace + compile time", "Guard cost", "Recompiles", "Step time", "Summary"):
         assert heading in proc.stdout
@@ -80,4 +83,4 @@ def test_step_time(quick):
 def test_doc_is_stamped(quick):
     _, _, doc = quick
     assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m dynamo_dist bench" in doc
-    assert "torch 2.13" in doc
+    assert f"torch {RUNNING}" in doc
