@@ -336,10 +336,15 @@ def _join_torchrun_world(options: DemoOptions) -> tuple[int, str | None]:
     import torch
     import torch.distributed as dist
 
+    from dynamo_dist.worlds.gloo import leave_world
+
     if options.device_type == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if options.device_type == "cuda" else "gloo")
+    finished = False
     try:
-        return run_rank(options)
+        result = run_rank(options)
+        finished = True
+        return result
     finally:
-        dist.destroy_process_group()
+        leave_world(finished)

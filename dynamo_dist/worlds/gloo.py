@@ -16,6 +16,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def leave_world(finished: bool) -> None:
+    """Tear the default group down on this rank. After a rank finished its
+    work it first waits at a barrier, so no rank closes its gloo connections
+    while a peer may still be reading from them; a rank that failed skips the
+    barrier (its peers may never reach it) and leaves at once."""
+    import torch.distributed as dist
+
+    if finished:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any,
                backend: str = "gloo") -> None:
     import torch
@@ -27,10 +39,12 @@ def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
         )
+        finished = False
         try:
             out.put((rank, True, fn(*args)))
+            finished = True
         finally:
-            dist.destroy_process_group()
+            leave_world(finished)
     except BaseException:
         out.put((rank, False, traceback.format_exc()))
 
