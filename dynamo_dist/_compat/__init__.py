@@ -90,6 +90,7 @@ from .dynamo import (  # noqa: F401
     is_literal,
     is_tensor,
     is_tracker,
+    as_list,
     list_items,
     make_list,
     make_tuple,
@@ -110,6 +111,7 @@ from .dynamo import (  # noqa: F401,E402
     create_call_function,
     install_guard,
     raise_observed_exception,
+    Unsupported,
     unimplemented,
     wrap_fx_proxy,
 )

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch._dynamo
 from torch._dynamo.bytecode_transformation import create_call_function
-from torch._dynamo.exc import raise_observed_exception, unimplemented
+from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
 from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts, install_guard
 from torch._dynamo.source import AttrSource
 from torch._dynamo.symbolic_convert import InstructionTranslator
@@ -108,6 +108,12 @@ def make_tuple(items: list) -> VariableTracker:
 
 def make_list(items: list) -> VariableTracker:
     return ListVariable(items, mutation_type=ValueMutationNew())
+
+
+def as_list(tx: Any, vt: VariableTracker) -> VariableTracker:
+    """``list(vt)`` as Dynamo traces it: a user class's ``__iter__`` is
+    inlined, so each item keeps its source and guards. May raise Unsupported."""
+    return SourcelessBuilder.create(tx, list).call_function(tx, [vt], {})
 
 
 def method_of(vt: VariableTracker, name: str, py_type: type | None = None) -> VariableTracker:

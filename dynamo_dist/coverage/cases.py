@@ -392,6 +392,27 @@ def _dtensor_ops():
     return fn, [(torch.ones(2, 3), _mesh2d())]
 
 
+class _PlacementTuple(tuple):
+    """A user's tuple subclass of placements."""
+
+
+class _PlacementList(list):
+    """A user's list subclass of placements."""
+
+
+def _placement_sequences():
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Replicate, Shard
+
+    def fn(x, mesh, shard):
+        tp = mesh["tp"]
+        d = DTensor.from_local(x, tp, shard, run_check=False)
+        r = d.redistribute(tp, placements=_PlacementList([Replicate()]))
+        return r.to_local(grad_placements=_PlacementTuple((Replicate(),))) + 1
+
+    return fn, [(torch.ones(2, 3), _mesh2d(), _PlacementTuple((Shard(0),)))]
+
+
 def _dtensor_run_check():
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.placement_types import Replicate, Shard
@@ -488,6 +509,7 @@ CASES: list[Case] = [
          ("DTensor.placements", "DTensor.device_mesh", "DTensor._spec")),
     Case("DTensor from_local/redistribute/to_local/full_tensor", _dtensor_ops,
          ("DTensor.from_local", "DTensor.redistribute", "DTensor.to_local", "DTensor.full_tensor")),
+    Case("placements in a tuple/list subclass (DTensor calls)", _placement_sequences),
     Case("DTensor.from_local(run_check=True)", _dtensor_run_check),
     Case("distribute_tensor inside", _distribute_inside, ("DTensor.distribute_tensor",)),
     Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),

@@ -27,7 +27,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from .. import _compat as C
 from .breaks import describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
-from .folding import constants_or_none
+from .folding import as_readable_sequence, constants_or_none
 from .importable import ImportableObjectVariable
 from .members import DTENSOR_MEMBERS, Kind
 from .wrap import tracker_for
@@ -49,6 +49,25 @@ _METHODS = frozenset(name for name, m in DTENSOR_MEMBERS.items()
 _STOCK_WITHOUT_ARGUMENTS = frozenset({"to_local"})
 _FUNCTION_NAMES = tuple(name for name, m in DTENSOR_MEMBERS.items()
                         if m.kind is Kind.DTENSOR_OP and _is_function_row(name))
+# Parameters of the DTENSOR_OP rows that take a sequence of placements: any
+# sequence the user passes there is read item by item (``as_readable_sequence``).
+SEQUENCE_PARAMETERS = frozenset({"placements", "grad_placements"})
+
+
+@functools.cache
+def _sequence_positions(fn: Callable[..., Any], skip: int) -> frozenset[int]:
+    """Positions (after ``skip`` leading parameters) of ``fn``'s placement sequences."""
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(i for i, p in enumerate(params) if p.kind in positional and p.name in SEQUENCE_PARAMETERS)
+
+
+def _readable_sequences(tx: Any, fn: Callable[..., Any], args: list, kwargs: dict, what: str,
+                        skip: int = 0) -> tuple[list, dict]:
+    positions = _sequence_positions(fn, skip)
+    args = [as_readable_sequence(tx, a, what) if i in positions else a for i, a in enumerate(args)]
+    kwargs = {k: as_readable_sequence(tx, v, what) if k in SEQUENCE_PARAMETERS else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 @functools.cache
@@ -120,6 +139,7 @@ def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> A
         return None
     if name in _STOCK_WITHOUT_ARGUMENTS and not args and not kwargs:
         return None  # no mesh, placement or collective involved: stock's form is already clean
+    args, kwargs = _readable_sequences(tx, getattr(DTensor, name), args, kwargs, f"DTensor.{name}", skip=1)
     consts = constants_or_none(args, kwargs)
     if consts is None:
         log.debug("%s: argument not foldable, handing the call to stock Dynamo", name)
@@ -165,6 +185,7 @@ def _bind(fn: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
 
 
 def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
+    args, kwargs = _readable_sequences(tx, DTensor.from_local, args, kwargs, "DTensor.from_local")
     bound = _bind(DTensor.from_local, args, kwargs)
     if bound is None or "local_tensor" not in bound:
         return None
@@ -221,6 +242,7 @@ def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable
 
 
 def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
+    args, kwargs = _readable_sequences(tx, distribute_tensor, args, kwargs, "distribute_tensor")
     bound = _bind(distribute_tensor, args, kwargs)
     if bound is None or "tensor" not in bound:
         return None

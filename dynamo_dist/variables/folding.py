@@ -28,6 +28,29 @@ def real_value(vt: Any) -> Any:
     return NO_VALUE
 
 
+def as_readable_sequence(tx: Any, vt: Any, what: str) -> Any:
+    """A sequence argument (placements, say) in a form ``real_value`` reads.
+    Lists, tuples and namedtuples already are; any other iterable the user
+    passes (a list or tuple subclass, a class registered as a pytree node
+    that iterates over its placements) becomes Dynamo's ``list(vt)``, which
+    traces the user's own ``__iter__``, so every item keeps its source and
+    guards. A sequence Dynamo cannot iterate is a clean break."""
+    if real_value(vt) is not NO_VALUE:
+        return vt
+    try:
+        return C.as_list(tx, vt)
+    except C.Unsupported as e:
+        graph_break(
+            "sequence argument cannot be read",
+            f"{what}: {type(vt).__name__}",
+            f"`{what}` got a {vt.python_type().__name__ if hasattr(vt, 'python_type') else 'value'} "
+            f"that Dynamo cannot iterate at trace time ({str(e).splitlines()[0]}), so its placements "
+            "cannot be folded.",
+            ["Pass a list or tuple of placements, e.g. `list(placements)` built outside the compiled "
+             "function, or give the class an `__iter__` Dynamo can trace."],
+        )
+
+
 def constants_or_none(args: list, kwargs: dict) -> tuple[list, dict] | None:
     """Python values of all arguments, or None if one is only known at run time."""
     values = [real_value(a) for a in args]

@@ -23,7 +23,7 @@ class Kind(enum.Enum):
     GROUP = "tracked process group"
     GROUPS = "tuple/list of tracked process groups"
     TENSOR = "tensor built in the graph from the folded rank table"
-    DTENSOR_OP = "one graph call, mesh and placements folded in"
+    DTENSOR_OP = "one graph call, mesh and placements (any sequence) folded in"
     BREAK = "graph break with hint"
 
 
