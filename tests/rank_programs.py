@@ -34,3 +34,48 @@ def compile_on_one_rank_check():
         "folded_code": folded.graphs[0].code,
         "folded": folded.compiled.item(),
     }
+
+
+
+def changing_lengths(model_name, shapes):
+    """With the plugin, train-step a tensor/sequence-parallel model (compiled
+    forward, eager backward) on inputs of changing (batch, seq_len), once with
+    automatic dynamic shapes and once with batch and sequence marked dynamic.
+    Returns {mark_dynamic: (frames compiled, largest |compiled - eager| over
+    outputs and gradients)}."""
+    import dynamo_dist
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.demo.models import SIZES, build_model, local_input
+    from dynamo_dist.testing import make_mesh
+
+    dynamo_dist.install()
+    mesh = make_mesh((dist.get_world_size(),), ("tp",))
+    config = SIZES["tiny"]
+    found = {}
+    for mark_dynamic in (False, True):
+        O.reset_dynamo()
+        eager = build_model(model_name, config, mesh=mesh)
+        model = build_model(model_name, config, mesh=mesh)
+        counter = O.compile_counter("aot_eager")
+        compiled = torch.compile(model, backend=counter)
+        worst = 0.0
+        for batch, seq in shapes:
+            full = torch.randn(batch, seq, config.dim, generator=torch.Generator().manual_seed(seq))
+            x = local_input(model_name, full, mesh)
+            if mark_dynamic:
+                torch._dynamo.mark_dynamic(x, 0)
+                torch._dynamo.mark_dynamic(x, 1)
+            outs = []
+            for m in (eager, compiled):
+                out = m(x)
+                local = out.to_local() if hasattr(out, "to_local") else out
+                local.sum().backward()
+                outs.append(local.detach())
+            worst = max(worst, (outs[0] - outs[1]).abs().max().item())
+            for pe, pc in zip(eager.parameters(), model.parameters()):
+                ge, gc = (g.full_tensor() if hasattr(g, "full_tensor") else g for g in (pe.grad, pc.grad))
+                worst = max(worst, (ge - gc).abs().max().item())
+                pe.grad = pc.grad = None
+        found[mark_dynamic] = (counter.frame_count, worst)
+    dynamo_dist.uninstall()
+    return found
