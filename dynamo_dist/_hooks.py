@@ -23,6 +23,11 @@ Hook points (torch 2.13, see DESIGN.md):
   builtin ``str`` knows only its own types and breaks the graph; 2.14+'s
   dispatches to the tracker's ``tp_str_impl`` itself).
 
+- Frames of ``C.RUNTIME_ONLY_FUNCTIONS`` (``DTensor.__tensor_unflatten__``,
+  which AOTAutograd's runtime calls for every DTensor output and gradient)
+  are never compiled on their own: a ``.backward()`` after a graph break made
+  stock compile one and break in it. Per code object; inlining is unchanged.
+
 ``C.check_supported()`` runs before anything is patched: a torch outside the
 supported range, or one missing a hook point or slot, is refused with one
 error and stock is left untouched.
@@ -180,13 +185,18 @@ def apply() -> None:
         setattr(C.TensorVariable, getattr_slot, var_getattr)
         for t in saved_table:
             table[t] = fast_handler
-    _reset_dynamo()
+        _reset_dynamo()
+        # After the reset: it clears the Dynamo state of every code object it saw.
+        for fn in C.RUNTIME_ONLY_FUNCTIONS:
+            C.skip_top_level_frames(fn)
 
 
 def remove() -> None:
     with _lock:
         if not _saved:
             return
+        for fn in C.RUNTIME_ONLY_FUNCTIONS:
+            C.unskip_top_level_frames(fn)
         C.VariableBuilder._wrap = _saved["wrap"]
         C.SourcelessBuilder.create = _saved["create"]
         C.TensorVariable.call_method = _saved["call_method"]

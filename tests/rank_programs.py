@@ -79,3 +79,43 @@ def changing_lengths(model_name, shapes):
         found[mark_dynamic] = (counter.frame_count, worst)
     dynamo_dist.uninstall()
     return found
+
+
+def backward_inside_compiled_mlp():
+    """A TP MLP step whose ``loss.backward()`` runs inside the compiled
+    function, with the plugin: (frames Dynamo compiled, graph-break reasons,
+    largest |compiled - eager| over loss and gradients, both calls)."""
+    import dynamo_dist
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.demo.models import SIZES, build_model, make_input
+    from dynamo_dist.testing import make_mesh
+
+    dynamo_dist.install()
+    mesh = make_mesh((dist.get_world_size(),), ("tp",))
+    model = build_model("mlp", SIZES["tiny"], mesh=mesh)
+    x = make_input(SIZES["tiny"])
+
+    def step(x):
+        loss = model(x).sum()
+        loss.backward()
+        return loss.detach()
+
+    def run(fn):
+        loss = fn(x)
+        grads = [p.grad.full_tensor() for p in model.parameters()]
+        for p in model.parameters():
+            p.grad = None
+        return [loss, *grads]
+
+    eager = run(step)
+    O.reset_dynamo()
+    O.dynamo_counters().clear()
+    compiled = torch.compile(step, backend="aot_eager")
+    worst = 0.0
+    for _ in range(2):
+        got = run(compiled)
+        worst = max(worst, max((a - b).abs().max().item() for a, b in zip(got, eager)))
+    frames = [m.co_name for m in O.compilation_metrics()]
+    reasons = sorted(O.graph_break_reasons())
+    dynamo_dist.uninstall()
+    return frames, reasons, worst

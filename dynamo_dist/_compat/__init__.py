@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - older torch
 from . import stock  # noqa: F401
 from .distributed import (  # noqa: F401
     BUILTIN_PLACEMENTS,
+    RUNTIME_ONLY_FUNCTIONS,
     PLACEMENT_TYPES,
     DeviceMesh,
     Placement,
@@ -97,6 +98,8 @@ from .dynamo import (  # noqa: F401
     method_of,
     raise_observed,
     reset,
+    skip_top_level_frames,
+    unskip_top_level_frames,
     user_method,
     wrap_sourced,
 )

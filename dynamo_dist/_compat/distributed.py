@@ -148,3 +148,14 @@ def constructor_call(p: Any) -> tuple[tuple, dict]:
     # Anything else: the keyword state pickling uses (dataclass-like placements).
     state = p.__reduce_ex__(2)[2] or {}
     return (), dict(state)
+
+
+# Functions torch's runtime calls outside any traced code: AOTAutograd's
+# wrappers flatten and rebuild every DTensor input, output and gradient
+# (``__tensor_flatten__``, ``__tensor_unflatten__``, reading ``device_mesh``).
+# When that happens while Dynamo's frame callback is live (a ``.backward()``
+# after a graph break in a compiled function), stock compiles each as a frame
+# of its own, and breaks in ``__tensor_unflatten__`` at ``DTensor(local, spec,
+# ...)``. None of them is user code worth a frame.
+_DTensor = torch.distributed.tensor.DTensor
+RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatten__, _DTensor.device_mesh.fget)

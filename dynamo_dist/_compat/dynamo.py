@@ -110,6 +110,18 @@ def make_list(items: list) -> VariableTracker:
     return ListVariable(items, mutation_type=ValueMutationNew())
 
 
+def skip_top_level_frames(fn: Callable[..., Any]) -> None:
+    """Dynamo never compiles a frame of ``fn`` when it is called from running
+    code; tracing still inlines it as before (the skip is per code object,
+    read by the frame callback only)."""
+    torch._dynamo.eval_frame.skip_code(fn.__code__)
+
+
+def unskip_top_level_frames(fn: Callable[..., Any]) -> None:
+    """Undo ``skip_top_level_frames`` (clears the code object's Dynamo state)."""
+    torch._C._dynamo.eval_frame.reset_code(fn.__code__)
+
+
 def as_list(tx: Any, vt: VariableTracker) -> VariableTracker:
     """``list(vt)`` as Dynamo traces it: a user class's ``__iter__`` is
     inlined, so each item keeps its source and guards. May raise Unsupported."""
