@@ -18,15 +18,20 @@ Hook points (torch 2.13, see DESIGN.md):
 - AOTAutograd's ``gen_alias_from_base`` (as ``runtime_wrappers`` imported
   it): a fallback for outputs that are views of DTensor inputs
   (``aot_alias.py``), which stock crashes on at run time.
-- ``BuiltinVariable.call_str`` (2.13 only, ``C.NEEDS_CALL_STR_HOOK``):
-  ``str(mesh)`` / ``str(pg)`` fold through the tracker's ``vt_str`` (2.13's
-  builtin ``str`` knows only its own types and breaks the graph; 2.14+'s
-  dispatches to the tracker's ``tp_str_impl`` itself).
+- ``BuiltinVariable.call_<builtin>`` named in ``C.BUILTIN_HOOKS`` (per
+  family: ``call_str`` on 2.11-2.13, ``call_repr`` and a new ``call_hash`` on
+  2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``, ``hash(mesh)`` fold
+  through the tracker's behaviour (those releases' builtins know only their
+  own types and break the graph; 2.14+'s dispatch to the tracker's slots).
 
 - Frames of ``C.RUNTIME_ONLY_FUNCTIONS`` (``DTensor.__tensor_unflatten__``,
   which AOTAutograd's runtime calls for every DTensor output and gradient)
   are never compiled on their own: a ``.backward()`` after a graph break made
   stock compile one and break in it. Per code object; inlining is unchanged.
+  Likewise the functions AOTAutograd generates at run time (2.12+,
+  ``C.AOT_CODEGEN_HOOK_POINT``), and ``C.RUNTIME_ONLY_CALL_TREES``
+  (``init_device_mesh``, ``DeviceMesh.__init__``)
+  with every frame they call: mesh creation after a graph break runs eagerly.
 
 ``C.check_supported()`` runs before anything is patched: a torch outside the
 supported range, or one missing a hook point or slot, is refused with one
@@ -47,7 +52,7 @@ from . import _compat as C
 from ._compat import observe as O
 from . import aot_alias
 from .variables import dtensor, registry
-from .variables.base import DistObjectVariable
+from .variables.base import fold_builtin, folds_builtin
 
 _lock = threading.Lock()
 _MISSING = object()
@@ -113,6 +118,7 @@ class Patches:
                 target[name] = original
         self._seen.clear()
 _saved: dict[str, Any] = {}
+_more_patches = Patches()
 
 
 def is_active() -> bool:
@@ -160,23 +166,21 @@ def apply() -> None:
                 return handled
             return original_getattr(self, tx, name)
 
-        original_call_str = C.BuiltinVariable.__dict__["call_str"] if C.NEEDS_CALL_STR_HOOK else None
-
-        def call_str(self: Any, tx: Any, arg: Any) -> Any:
-            if isinstance(arg, DistObjectVariable):
-                return arg.vt_str(tx)
-            return original_call_str(self, tx, arg)
+        builtin_hooks = {name: _builtin_hook(name, ours, C.BuiltinVariable.__dict__.get(name))
+                         for name, ours in C.BUILTIN_HOOKS.items()}
 
         table = C.SourcelessBuilder._type_handlers
         hooked_types = registry.sourceless_types()
         saved_table = {t: table.get(t, _MISSING) for t in hooked_types}
         original_alias = C.aot_runtime_wrappers.gen_alias_from_base
         _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
-                      call_method=original_call_method, getattr=original_getattr, alias=original_alias,
-                      call_str=original_call_str)
+                      call_method=original_call_method, getattr=original_getattr, alias=original_alias)
         C.stock.remember(original_wrap, original_create, hooked_types)
-        if original_call_str is not None:
-            C.BuiltinVariable.call_str = call_str
+        for name, hook in builtin_hooks.items():
+            _more_patches.set(C.BuiltinVariable, name, hook)
+        if C.AOT_CODEGEN_HOOK_POINT is not None:
+            owner, name = C.AOT_CODEGEN_HOOK_POINT
+            _more_patches.set(owner, name, _runtime_only_generated(getattr(owner, name)))
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
 
         C.VariableBuilder._wrap = wrap_hook
@@ -189,21 +193,22 @@ def apply() -> None:
         # After the reset: it clears the Dynamo state of every code object it saw.
         for fn in C.RUNTIME_ONLY_FUNCTIONS:
             C.skip_top_level_frames(fn)
+        for fn in C.RUNTIME_ONLY_CALL_TREES:
+            C.skip_frames_recursively(fn)
 
 
 def remove() -> None:
     with _lock:
         if not _saved:
             return
-        for fn in C.RUNTIME_ONLY_FUNCTIONS:
+        for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES):
             C.unskip_top_level_frames(fn)
         C.VariableBuilder._wrap = _saved["wrap"]
         C.SourcelessBuilder.create = _saved["create"]
         C.TensorVariable.call_method = _saved["call_method"]
         setattr(C.TensorVariable, C.TENSOR_GETATTR_SLOT, _saved["getattr"])
         C.aot_runtime_wrappers.gen_alias_from_base = _saved["alias"]
-        if _saved["call_str"] is not None:
-            C.BuiltinVariable.call_str = _saved["call_str"]
+        _more_patches.restore()
         table = C.SourcelessBuilder._type_handlers
         for t, handler in _saved["table"].items():
             if handler is _MISSING:
@@ -213,6 +218,31 @@ def remove() -> None:
         _saved.clear()
         C.stock.forget()
     _reset_dynamo()
+
+
+def _builtin_hook(name: str, ours: str, original: Any) -> Any:
+    """``BuiltinVariable.call_<builtin>``: our trackers fold through their
+    behaviour ``ours``; anything else goes to the original handler (none: the
+    builtin's other handlers run, as if this one did not exist)."""
+    def call_builtin(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and folds_builtin(args, ours):
+            return fold_builtin(tx, args, ours, name)
+        return original(self, tx, *args, **kwargs) if original is not None else None
+
+    return call_builtin
+
+
+def _runtime_only_generated(compile_and_exec: Any) -> Any:
+    """AOTAutograd's generated runtime functions (2.12+: a DTensor gradient's
+    ``wrap_fn`` / ``unwrap_fn``) are, like ``C.RUNTIME_ONLY_FUNCTIONS``, never
+    compiled as frames of their own (2.12 compiled and broke in them when
+    ``.backward()`` ran inside a compiled function)."""
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        fn = compile_and_exec(*args, **kwargs)
+        C.skip_top_level_frames(fn)
+        return fn
+
+    return generate
 
 
 # Kept for callers that used them from here; they live below the trackers.

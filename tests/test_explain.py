@@ -172,7 +172,7 @@ def test_dtensor_placements_change_in_user_terms():
 
 def collectives_fn(x, pg, mesh):
     y = funcol.all_reduce(x, "sum", pg)
-    return funcol.all_gather_single(y, 0, (mesh, 1)) * 2
+    return C.all_gather_single(y, 0, (mesh, 1)) * 2
 
 
 def test_collectives_in_the_captured_graph():

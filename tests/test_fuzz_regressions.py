@@ -39,18 +39,20 @@ def test_str_of_tracked_objects_folds(example):
     check_query(example)
 
 
-def test_uninstall_restores_builtin_str():
+def test_uninstall_restores_builtin_handlers():
     from torch._dynamo.variables.builtin import BuiltinVariable
 
     import dynamo_dist
     from dynamo_dist import _compat as C
 
-    before = BuiltinVariable.__dict__["call_str"]
+    names = ("call_str", "call_repr", "call_hash")
+    before = {name: BuiltinVariable.__dict__.get(name) for name in names}
     with dynamo_dist.enabled():
-        # 2.13 needs the hook; 2.14+'s builtin str dispatches to the tracker itself.
-        hooked = BuiltinVariable.__dict__["call_str"] is not before
-        assert hooked == C.NEEDS_CALL_STR_HOOK
-    assert BuiltinVariable.__dict__["call_str"] is before
+        # 2.11-2.13 need hooks (str; repr and hash on 2.11 / 2.12); 2.14+'s
+        # builtins dispatch to the tracker's slots themselves.
+        hooked = {name for name in names if BuiltinVariable.__dict__.get(name) is not before[name]}
+        assert hooked == set(C.BUILTIN_HOOKS)
+    assert {name: BuiltinVariable.__dict__.get(name) for name in names} == before
 
 
 def guard(world, inputs_a, inputs_b, body):

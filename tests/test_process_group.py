@@ -7,6 +7,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 import dynamo_dist
+from dynamo_dist import _compat as C
 from dynamo_dist.testing import compile_and_run, make_mesh
 from helpers import check_like_eager
 
@@ -58,8 +59,8 @@ def test_group_escapes_as_itself(world8):
 
 def _funcol_program(x, pg, mesh):
     a = funcol.all_reduce(x, "sum", pg)
-    b = funcol.all_gather_single(x, 0, (mesh, 1))
-    c = funcol.reduce_scatter_single(x.repeat(mesh.size(0), 1), "sum", 0, (mesh, 0))
+    b = C.all_gather_single(x, 0, (mesh, 1))
+    c = C.reduce_scatter_single(x.repeat(mesh.size(0), 1), "sum", 0, (mesh, 0))
     return a + 1, b * 2, c - 1
 
 

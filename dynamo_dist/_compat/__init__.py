@@ -40,8 +40,16 @@ except ImportError:  # pragma: no cover - older torch
 
 from . import stock  # noqa: F401
 from .distributed import (  # noqa: F401
+    ALL_GATHER_SINGLE,
+    REDUCE_SCATTER_SINGLE,
+    all_gather_single,
+    reduce_scatter_single,
     BUILTIN_PLACEMENTS,
     RUNTIME_ONLY_FUNCTIONS,
+    MESH_CONSTRUCTION_FUNCTIONS,
+    STOCK_MESH_OPAQUE,
+    STOCK_TRACKS_WORLD_HOLDERS,
+    is_world_holder,
     PLACEMENT_TYPES,
     DeviceMesh,
     Placement,
@@ -70,6 +78,8 @@ from .dynamo import (  # noqa: F401
     VariableBuilder,
     VariableTracker,
     aot_runtime_wrappers,
+    AOT_CODEGEN_HOOK_POINT,
+    AOT_RUNTIME_CALL_TREES,
     attr_source,
     constant,
     current_compile_id,
@@ -98,6 +108,7 @@ from .dynamo import (  # noqa: F401
     method_of,
     raise_observed,
     reset,
+    skip_frames_recursively,
     skip_top_level_frames,
     unskip_top_level_frames,
     user_method,
@@ -119,6 +130,8 @@ from .dynamo import (  # noqa: F401,E402
     wrap_fx_proxy,
 )
 from .slots import (  # noqa: F401
+    BUILTIN_HOOKS,
+    DUNDERS,
     FAMILY,
     NEEDS_CALL_STR_HOOK,
     SLOTS,
@@ -133,9 +146,14 @@ from .slots import (  # noqa: F401
 )
 from .stock import stock_create, stock_wrap  # noqa: F401
 
+# Functions skipped as frames together with every frame they call while
+# installed (``_hooks``): runtime code that a compiled function's graph break
+# or ``.backward()`` runs with Dynamo's callback live.
+RUNTIME_ONLY_CALL_TREES: tuple = (*MESH_CONSTRUCTION_FUNCTIONS, *AOT_RUNTIME_CALL_TREES)
+
 # Supported torch releases: [first, end) as (major, minor).
-SUPPORTED_RANGE = ((2, 13), (2, 16))
-SUPPORTED_TEXT = ">=2.13,<2.16"
+SUPPORTED_RANGE = ((2, 11), (2, 16))
+SUPPORTED_TEXT = ">=2.11,<2.16"
 
 
 def torch_version() -> str:
@@ -171,7 +189,7 @@ def check_supported() -> None:
     if not version_supported() or missing:
         why = f" (its Dynamo lacks {', '.join(missing)})" if missing else ""
         raise RuntimeError(
-            f"dynamo_dist supports torch {SUPPORTED_TEXT} (2.13.x, 2.14.x, 2.15.x), "
+            f"dynamo_dist supports torch {SUPPORTED_TEXT} (2.11.x to 2.15.x), "
             f"found torch {torch.__version__}{why}. "
             "Install a supported torch, or leave dynamo_dist uninstalled on this torch."
         )

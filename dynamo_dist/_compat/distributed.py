@@ -15,9 +15,31 @@ import torch.distributed._functional_collectives as funcol  # noqa: F401  (re-ex
 import torch.distributed.tensor.placement_types as _pt
 from torch.distributed import ProcessGroup  # noqa: F401  (re-exported)
 from torch.distributed.device_mesh import DeviceMesh  # noqa: F401  (re-exported)
+from torch.distributed.device_mesh import init_device_mesh as _init_device_mesh
+import torch._dynamo.variables.distributed as _stock_dist_trackers
+from torch.distributed.distributed_c10d import _WorldMeta
 from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (re-exported)
 
+def _dynamo_distributed_has(name: str) -> bool:
+    return hasattr(_stock_dist_trackers, name)
+
+
+try:  # 2.12+
+    from torch._library.opaque_object import is_opaque_type as _is_opaque_type
+except ImportError:  # pragma: no cover - 2.11
+    _is_opaque_type = None
+
 assert_async = torch._assert_async
+
+# The single-tensor gather / reduce-scatter of functional collectives: 2.12
+# named them ``all_gather_single`` / ``reduce_scatter_single`` (the
+# ``*_tensor`` names are deprecated since); 2.11 has only the ``*_tensor``
+# names. Same arguments. User-style programs (coverage cases, fuzz programs)
+# spell the name this release has.
+ALL_GATHER_SINGLE = "all_gather_single" if hasattr(funcol, "all_gather_single") else "all_gather_tensor"
+REDUCE_SCATTER_SINGLE = "reduce_scatter_single" if hasattr(funcol, "reduce_scatter_single") else "reduce_scatter_tensor"
+all_gather_single = getattr(funcol, ALL_GATHER_SINGLE)
+reduce_scatter_single = getattr(funcol, REDUCE_SCATTER_SINGLE)
 
 
 def runtime_coordinate_op() -> Any:
@@ -28,6 +50,16 @@ def runtime_coordinate_op() -> Any:
 
 
 # -- DeviceMesh ---------------------------------------------------------------
+
+def _stock_mesh_is_opaque() -> bool:
+    return _is_opaque_type is not None and bool(_is_opaque_type(DeviceMesh))
+
+
+# Whether stock Dynamo treats meshes and placements as opaque objects (2.12+:
+# a mesh passed to a DTensor op becomes a graph input) or with its in-tree
+# trackers (2.11: ``DeviceMeshVariable`` & co. fold them, no graph value).
+STOCK_MESH_OPAQUE: bool = _stock_mesh_is_opaque()
+
 
 def mesh_dim_group_names(mesh: Any) -> tuple[str, ...]:
     return tuple(mesh._dim_group_names)
@@ -86,6 +118,21 @@ def mesh_full_tensor_list(mesh: Any) -> list:
 def mesh_dim_index(mesh: Any, name: str) -> int:
     """The index of the mesh dim called ``name`` (raises like eager)."""
     return mesh._get_mesh_dim_by_name(name)
+
+
+# -- the WORLD holders ----------------------------------------------------------
+
+
+
+def is_world_holder(value: Any) -> bool:
+    """``dist.group`` / ``dist.GroupMember`` (whose ``WORLD`` is the default group)."""
+    return type(value) is _WorldMeta
+
+
+# 2.11 / 2.12 stock tracks those with an in-tree ``WorldMetaClassVariable``
+# that hands ``WORLD`` on without its source (a group that cannot be reloaded
+# or compared by identity); 2.13+ reads it as any class attribute.
+STOCK_TRACKS_WORLD_HOLDERS: bool = _dynamo_distributed_has("WorldMetaClassVariable")
 
 
 # -- DTensor ------------------------------------------------------------------
@@ -159,3 +206,10 @@ def constructor_call(p: Any) -> tuple[tuple, dict]:
 # ...)``. None of them is user code worth a frame.
 _DTensor = torch.distributed.tensor.DTensor
 RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatten__, _DTensor.device_mesh.fget)
+
+# Mesh construction called eagerly from a compiled function (after the
+# graph break that ``init_device_mesh`` is): none of it, down to the process
+# groups it creates, is worth a frame, and on 2.11 stock crashes compiling
+# its internals (``_MeshLayout``, a half-built mesh). Skipped with every
+# frame they call.
+MESH_CONSTRUCTION_FUNCTIONS = (_init_device_mesh, DeviceMesh.__init__)

@@ -9,6 +9,7 @@ change to this module only.
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any, Callable
 
 import torch._dynamo
@@ -17,6 +18,7 @@ from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplement
 from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts, install_guard
 from torch._dynamo.source import AttrSource
 from torch._dynamo.symbolic_convert import InstructionTranslator
+from torch._dynamo.types import FrameAction, FrameExecStrategy
 from torch._dynamo.variables.base import ValueMutationNew, VariableTracker
 from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder, wrap_fx_proxy
 from torch._dynamo.variables.builtin import BuiltinVariable
@@ -29,6 +31,24 @@ from torch._guards import CompileContext
 
 # After torch._dynamo (importing it first is a circular import inside torch).
 from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrappers  # noqa: E402
+
+# 2.11's AOTAutograd runtime describes every DTensor argument for its log
+# (``typing.cast``, ``device_mesh``...), also when the log is off, and casts
+# its arguments with ``typing.cast`` (an identity that 2.11's Dynamo does not
+# skip): no frames.
+AOT_RUNTIME_CALL_TREES: tuple = tuple(
+    f for f in (getattr(aot_runtime_wrappers, "_describe_arg_for_logging", None), typing.cast)
+    if f is not None)
+
+try:  # 2.12+: AOTAutograd generates its subclass wrap / unwrap functions
+    from torch._functorch._aot_autograd import subclass_codegen as _aot_subclass_codegen  # noqa: E402
+except ImportError:  # pragma: no cover - 2.11
+    _aot_subclass_codegen = None
+
+# (module, attribute) of the function AOTAutograd generates runtime code with, or None.
+AOT_CODEGEN_HOOK_POINT: tuple[Any, str] | None = (
+    (_aot_subclass_codegen, "_compile_and_exec_source")
+    if hasattr(_aot_subclass_codegen, "_compile_and_exec_source") else None)
 
 __all__ = [
     "aot_runtime_wrappers", "BuiltinVariable", "SourcelessBuilder", "TensorVariable", "VariableBuilder",
@@ -115,6 +135,13 @@ def skip_top_level_frames(fn: Callable[..., Any]) -> None:
     code; tracing still inlines it as before (the skip is per code object,
     read by the frame callback only)."""
     torch._dynamo.eval_frame.skip_code(fn.__code__)
+
+
+def skip_frames_recursively(fn: Callable[..., Any]) -> None:
+    """Dynamo never compiles a frame of ``fn`` called from running code, nor
+    any frame ``fn`` calls in turn; tracing still inlines it as before."""
+    torch._C._dynamo.eval_frame.set_code_exec_strategy(
+        fn.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
 
 def unskip_top_level_frames(fn: Callable[..., Any]) -> None:

@@ -8,6 +8,13 @@ another release adds a table here, not a branch in the trackers. Declared
 ``STATE`` fields become Dynamo's non-variable fields (values it must not
 treat as nested trackers).
 
+2.11 / 2.12 predate most slot methods: Dynamo reaches comparison, ``str``,
+``repr`` (and ``bool`` / ``[]`` on 2.11) by calling the dunder method on the
+tracker (its polyfills run ``a.__eq__(b)``), and dict keys through
+``is_python_hashable`` / ``get_python_hash``. That family's table maps those
+behaviours to dunder names (``DUNDERS``), which ``Tracker.call_method``
+routes; the other families' dunder tables are empty.
+
 The family is chosen by feature detection (which slot names the installed
 ``VariableTracker`` has), never by the version string; the version string only
 decides whether ``install()`` accepts this torch at all (``_compat.check_supported``).
@@ -50,21 +57,61 @@ SLOTS_2_14: dict[str, str] = {
 }
 
 
-def _family() -> tuple[str, dict[str, str]]:
+# our name -> the 2.11 / 2.12 method name: only these three are slots there.
+SLOTS_2_11: dict[str, str] = {
+    "vt_hasattr": "call_obj_hasattr",
+    "vt_getattr": "var_getattr",
+    "vt_python_equal": "is_python_equal",
+}
+# Slots 2.12 added to that family (2.11 reaches them as dunders).
+SLOTS_2_12_EXTRA: dict[str, str] = {
+    "vt_bool": "bool_impl",
+    "vt_getitem": "mp_subscript_impl",
+}
+
+_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+# dunder method name -> our behaviour, for the 2.11 family.
+DUNDERS_2_11: dict[str, str] = {
+    **{op: "vt_richcompare" for op in _COMPARISONS},
+    "__str__": "vt_str",
+    "__repr__": "vt_repr",
+    "__bool__": "vt_bool",
+    "__getitem__": "vt_getitem",
+}
+
+
+def _family() -> tuple[str, dict[str, str], dict[str, str]]:
     if hasattr(VariableTracker, "tp_richcompare_impl"):
-        return "2.14", SLOTS_2_14
-    return "2.13", SLOTS_2_13
+        return "2.14", SLOTS_2_14, {}
+    if hasattr(VariableTracker, "richcompare_impl"):
+        return "2.13", SLOTS_2_13, {}
+    extra = {ours: slot for ours, slot in SLOTS_2_12_EXTRA.items() if hasattr(VariableTracker, slot)}
+    dunders = {name: ours for name, ours in DUNDERS_2_11.items() if ours not in extra}
+    return "2.11", {**SLOTS_2_11, **extra}, dunders
 
 
-FAMILY, SLOTS = _family()
+FAMILY, SLOTS, DUNDERS = _family()
 
 # The TensorVariable method Dynamo calls for ``tensor.attr`` (``_hooks``
 # wraps it for a DTensor's ``placements`` / ``device_mesh``).
 TENSOR_GETATTR_SLOT = SLOTS["vt_getattr"]
 
-# 2.13's ``BuiltinVariable.call_str`` is a special-case chain that never calls
-# a tracker's ``str_impl``; 2.14+'s is ``generic_str``, which does.
-NEEDS_CALL_STR_HOOK = FAMILY == "2.13"
+# ``BuiltinVariable`` handlers (``call_<builtin>``) that never reach a
+# tracker in this family, -> the behaviour ``_hooks`` routes ours to:
+# 2.11-2.13's ``call_str`` is a special-case chain (2.14+'s ``generic_str``
+# calls ``tp_str_impl``); 2.11 / 2.12 have no ``call_hash`` at all (``hash()``
+# of any tracker breaks), a ``call_repr`` for user objects only, and an ``is``
+# that cannot tell two trackers of one type apart (``vt_is``: not a tracker
+# behaviour, answered by ``variables.base.fold_builtin`` with identity guards).
+BUILTIN_HOOKS_BY_FAMILY: dict[str, dict[str, str]] = {
+    "2.11": {"call_str": "vt_str", "call_repr": "vt_repr", "call_hash": "vt_hash",
+             "call_is_": "vt_is", "call_is_not": "vt_is"},
+    "2.13": {"call_str": "vt_str"},
+    "2.14": {},
+}
+BUILTIN_HOOKS: dict[str, str] = BUILTIN_HOOKS_BY_FAMILY[FAMILY]
+NEEDS_CALL_STR_HOOK = "call_str" in BUILTIN_HOOKS
 
 
 def missing_slots() -> list[str]:
@@ -92,6 +139,28 @@ class Tracker(VariableTracker):
                 setattr(cls, slot, cls.__dict__[ours])
         inherited = set().union(*(getattr(b, "_nonvar_fields", ()) for b in cls.__bases__))
         cls._nonvar_fields = {*cls.__dict__.get("STATE", ()), *inherited}
+
+    # -- the 2.11 family: behaviours reached as dunder calls and hash protocol --
+    def call_method(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
+        ours = DUNDERS.get(name)
+        if ours is not None and not kwargs and hasattr(self, ours):
+            if ours == "vt_richcompare" and len(args) == 1:
+                return self.vt_richcompare(tx, args[0], name)
+            if ours == "vt_getitem" and len(args) == 1:
+                return self.vt_getitem(tx, args[0])
+            if not args and ours != "vt_getitem":
+                return getattr(self, ours)(tx)
+        return super().call_method(tx, name, args, kwargs)
+
+    def is_python_hashable(self) -> bool:
+        if hasattr(self, "vt_hash"):
+            return True
+        return super().is_python_hashable()
+
+    def get_python_hash(self) -> int:
+        if hasattr(self, "vt_hash"):
+            return self.vt_hash(None)[0]
+        return super().get_python_hash()
 
 
 def slot_method(vt: VariableTracker, ours: str) -> Any:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from .._compat import observe as O
+from .._compat.distributed import all_gather_single as gather_single
 from .._compat.observe import funcol
 from ..diagnostics.compare import same
 from ..diagnostics.graphs import distributed_objects_in
@@ -243,7 +244,7 @@ def _world_queries():
 def _funcol():
 
     def fn(x, pg, m):
-        gathered = funcol.all_gather_single(x, 0, pg)
+        gathered = gather_single(x, 0, pg)
         scattered = funcol.reduce_scatter_tensor(gathered, "sum", 0, pg)
         swapped = funcol.all_to_all_single(gathered, None, None, pg)
         return (funcol.all_reduce(x, "sum", pg) + funcol.all_reduce(x, "sum", (m, 1)) + scattered,

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from hypothesis import strategies as st
 
+from .. import _compat as C
 from .values import placements as placements_st
 from .specs import DTENSOR_OPS, REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
 
@@ -225,7 +226,7 @@ class _Builder:
             _Expr(f"{g.code} is {other.code}", "bool", t | other.touches),
             _Expr(f"{{{g.code}: 1}}.get({other.code}, 0)", "int", t | other.touches),
             _Expr(f"x + funcol.all_reduce(x, 'sum', {g.code})", "tensor", t),
-            _Expr(f"funcol.all_gather_single(x, 0, {g.code})", "tensor", t),
+            _Expr(f"funcol.{C.ALL_GATHER_SINGLE}(x, 0, {g.code})", "tensor", t),
             _Expr("dist.get_rank()", "int", frozenset({"world"})),
             _Expr("dist.get_world_size()", "int", frozenset({"world"})),
             _Expr("dist.is_initialized()", "bool", frozenset({"world"})),

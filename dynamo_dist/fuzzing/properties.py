@@ -171,7 +171,7 @@ def check_guards(example: GuardExample) -> None:
 
     Every answer equals eager's; the frame count rises on the B call exactly
     when ``folded_keys`` of A and B differ (over what A's run read), and the
-    second A call reuses A's graph. A B call that raises in eager must raise
+    second A call reuses A's graph. A call that raises in eager must raise
     the same exception compiled (its frame count is not checked).
     """
     import dynamo_dist
@@ -183,7 +183,15 @@ def check_guards(example: GuardExample) -> None:
         compiled = torch.compile(fn, backend=counter, fullgraph=True)
         with world_objects(example.world_a) as wa:
             args_a = wa.query_args(example.inputs_a)
-            touches = example.program.touches(fn, *args_a)
+            try:
+                touches = example.program.touches(fn, *args_a)
+            except Exception as e:
+                # A torch that rejects the program eagerly (2.12's
+                # ``size(-1)`` of a flattened mesh) says nothing about guards:
+                # compiled must raise the same, and that is all.
+                got, exc = _call(compiled, args_a, {})
+                _expect_like_eager("call A", None, e, got, exc)
+                return
             want_a = fn(*args_a)
             keys_a = folded_keys(wa, args_a, touches)
             got, exc = _call(compiled, args_a, {})

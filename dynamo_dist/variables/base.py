@@ -26,6 +26,80 @@ from .runtime_rank import tensor_in_graph
 from .wrap import foldable, wrap_value
 
 
+def _identity_hashed_without_guard(vt: Any) -> bool:
+    # An identity hash (ProcessGroup) may be a constant only where a guard
+    # pins the object's identity (a sourced object).
+    return isinstance(vt, DistObjectVariable) and vt.vt_hash(None)[1] and vt.source is None
+
+
+def _same_derivation(left: Any, right: Any) -> bool:
+    # The same query on the same tracked object (``mesh.get_group(0) is
+    # mesh.get_group(0)``): the identity answer repeats on every equal object
+    # the guards admit.
+    a, b = left.rebuild, right.rebuild
+    return a is not None and b is not None and a.root is b.root and a.steps == b.steps
+
+
+def _identity_source(vt: Any) -> Any:
+    # The source whose object identity fixes ``vt``'s: its own, or that of the
+    # input it was derived from (``mesh.get_group(0)`` of the same mesh object
+    # is the same group).
+    if vt.source is not None:
+        return vt.source
+    root = vt.rebuild.root if vt.rebuild is not None else None
+    return root.source if isinstance(root, DistObjectVariable) else None
+
+
+def folds_builtin(args: tuple, ours: str) -> bool:
+    """Whether ``fold_builtin`` answers for the builtin's ``args``: one of our
+    trackers; for ``hash``, also a tuple holding one whose items are all known
+    now (2.11 / 2.12 cannot hash any tuple: ``hash(placements)`` would break);
+    for ``is`` two of ours with sources (or the same tracker)."""
+    if ours == "vt_is":
+        left, right = args if len(args) == 2 else (None, None)
+        return (isinstance(left, DistObjectVariable) and isinstance(right, DistObjectVariable)
+                and (left is right or _same_derivation(left, right)
+                     or (_identity_source(left) is not None and _identity_source(right) is not None)))
+    if len(args) != 1:
+        return False
+    (vt,) = args
+    if C.is_tracker(vt) and hasattr(vt, ours):
+        return True
+    items = C.list_items(vt) if ours == "vt_hash" and C.is_tracker(vt) else None
+    return (items is not None and vt.python_type() is tuple
+            and any(isinstance(i, DistObjectVariable) for i in items)
+            and not any(_identity_hashed_without_guard(i) for i in items)
+            and real_value(vt) is not NO_VALUE)
+
+
+def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
+    """``str`` / ``repr`` / ``hash`` / ``is`` of our trackers (``folds_builtin``),
+    for the releases whose builtins never reach a tracker (``C.BUILTIN_HOOKS``)."""
+    if ours == "vt_is":
+        left, right = args
+        if left is not right and not _same_derivation(left, right):
+            # The answer holds for these very objects: pin their identities.
+            C.guard_identity(_identity_source(left))
+            C.guard_identity(_identity_source(right))
+        same = left is right or left.value is right.value
+        return C.constant(same if builtin == "call_is_" else not same)
+    (tracker,) = args
+    if ours != "vt_hash":
+        return getattr(tracker, ours)(tx)
+    if not isinstance(tracker, C.Tracker):  # a tuple (``folds_builtin``)
+        return C.constant(hash(real_value(tracker)))
+    value, by_identity = tracker.vt_hash(tx)
+    if by_identity and tracker.source is None:
+        graph_break(
+            "identity hash of a derived object",
+            repr(tracker),
+            "hash() of an object that hashes by identity (a process group taken "
+            "from a mesh) cannot be folded on this torch: nothing pins the object.",
+            ["Use `hash(pg.group_name)` instead, or pass the group in as an argument."],
+        )
+    return C.constant(value)
+
+
 class DistObjectVariable(C.Tracker):
     """Base tracker: a real distributed object, queried through a member table."""
 

@@ -229,7 +229,7 @@ def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable
         if check_shape_stride:
             meta.append(zlib.crc32(repr((tuple(x.shape), x.stride())).encode()))
         mine = torch.tensor(meta, dtype=torch.int64, device=mesh.device_type)
-        everyone = C.funcol.all_gather_single(mine, 0, world).view(-1, len(meta))
+        everyone = C.all_gather_single(mine, 0, world).view(-1, len(meta))
         C.assert_async(
             (everyone == mine).all(),
             "Inconsistent tensor metadata (including shape and stride) across ranks.",

@@ -16,7 +16,7 @@ from .device_mesh import DeviceMeshVariable
 from .dtensor import DTensorFunctionVariable, dtensor_functions
 from .functions import DistFunctionVariable, dist_functions
 from .placement import PlacementClassVariable, PlacementVariable
-from .process_group import ProcessGroupVariable
+from .process_group import ProcessGroupVariable, WorldHolderVariable
 from .wrap import tracker_for  # noqa: F401  (the hooks' entry point for sourceless values)
 
 
@@ -44,6 +44,8 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> Any:
             )
         guards.install_mesh_guard(source, value)
         return DeviceMeshVariable(value, source=source)
+    if C.STOCK_TRACKS_WORLD_HOLDERS and C.is_world_holder(value):
+        return WorldHolderVariable(value, source=source)
     if isinstance(value, C.ProcessGroup):
         guards.install_group_guard(source)
         return ProcessGroupVariable(value, source=source)
