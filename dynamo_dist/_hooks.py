@@ -24,6 +24,14 @@ Hook points (torch 2.13, see DESIGN.md):
   through the tracker's behaviour (those releases' builtins know only their
   own types and break the graph; 2.14+'s dispatch to the tracker's slots).
 
+- Inputs that are sometimes an ``AsyncCollectiveTensor`` (only on a torch
+  without upstream's fix, ``C.collective.NEEDS_BACKPORT``): ``_wrap`` traces
+  them as their resolved tensor; ``GuardBuilder.get_guard_manager_from_source``
+  and Dynamo's guard closure variables learn that source;
+  ``BuiltinVariable.call_isinstance`` / ``call_type`` and ``x.__class__``
+  answer with the class the input had and put its class guard back
+  (``act_patches``).
+
 - Frames of ``C.RUNTIME_ONLY_FUNCTIONS`` (``DTensor.__tensor_unflatten__``,
   which AOTAutograd's runtime calls for every DTensor output and gradient)
   are never compiled on their own: a ``.backward()`` after a graph break made
@@ -134,7 +142,11 @@ def apply() -> None:
         original_create = C.SourcelessBuilder.__dict__["create"]
         create_fn = original_create.__func__
 
+        act = C.collective.NEEDS_BACKPORT
+
         def wrap_hook(self: Any, value: Any) -> Any:
+            if act and C.collective.needs_resolving(self.source, value):
+                return C.collective.wrap_resolved(self.tx, self.source, value)
             tracker = registry.tracker_for_source(self.tx, self.source, value)
             if tracker is not None:
                 return tracker
@@ -161,6 +173,8 @@ def apply() -> None:
         original_getattr = C.TensorVariable.__dict__[getattr_slot]
 
         def var_getattr(self: Any, tx: Any, name: str) -> Any:
+            if act and name == "__class__" and C.collective.observed_class(self) is not None:
+                return C.collective.class_tracker(tx, self)
             handled = dtensor.var_getattr(tx, self, name)
             if handled is not None:
                 return handled
@@ -174,7 +188,8 @@ def apply() -> None:
         saved_table = {t: table.get(t, _MISSING) for t in hooked_types}
         original_alias = C.aot_runtime_wrappers.gen_alias_from_base
         _saved.update(wrap=original_wrap, create=original_create, table=saved_table,
-                      call_method=original_call_method, getattr=original_getattr, alias=original_alias)
+                      call_method=original_call_method, getattr=original_getattr, alias=original_alias,
+                      act=act_patches() if act else None)
         C.stock.remember(original_wrap, original_create, hooked_types)
         for name, hook in builtin_hooks.items():
             _more_patches.set(C.BuiltinVariable, name, hook)
@@ -215,6 +230,9 @@ def remove() -> None:
                 table.pop(t, None)
             else:
                 table[t] = handler
+        if _saved["act"] is not None:
+            _saved["act"].restore()
+            C.collective.clear_builtin_handlers()
         _saved.clear()
         C.stock.forget()
     _reset_dynamo()
@@ -243,6 +261,43 @@ def _runtime_only_generated(compile_and_exec: Any) -> Any:
         return fn
 
     return generate
+
+
+def act_patches() -> Patches:
+    """The backport of 2.14's fix for inputs that are sometimes an
+    AsyncCollectiveTensor (``_compat/collective.py``): its guard source, the
+    name guard code calls it by, and the class observations that must put
+    the class guard back."""
+    p = Patches()
+    col = C.collective
+    original_manager = C.collective.GuardBuilder.get_guard_manager_from_source
+
+    def get_guard_manager_from_source(self: Any, source: Any) -> Any:
+        if isinstance(source, col.ResolvedCollectiveSource):
+            return col.guard_manager(self, source)
+        return original_manager(self, source)
+
+    original_isinstance = C.BuiltinVariable.__dict__["call_isinstance"]
+
+    def call_isinstance(self: Any, tx: Any, arg: Any, classinfo: Any) -> Any:
+        if col.observed_class(arg) is not None and classinfo.is_python_constant():
+            return C.constant(col.isinstance_answer(arg, classinfo.as_python_constant()))
+        return original_isinstance(self, tx, arg, classinfo)
+
+    original_type = C.BuiltinVariable.__dict__["call_type"]
+
+    def call_type(self: Any, tx: Any, obj: Any) -> Any:
+        if col.observed_class(obj) is not None:
+            return col.class_tracker(tx, obj)
+        return original_type(self, tx, obj)
+
+    p.set(col.GuardBuilder, "get_guard_manager_from_source", get_guard_manager_from_source)
+    p.set_item(col.closure_vars(), col.GUARD_FN_NAME, col.unwrap_for_guards)
+    p.set(C.BuiltinVariable, "call_isinstance", call_isinstance)
+    p.set(C.BuiltinVariable, "call_type", call_type)
+    # Builtin handlers are cached with the method they were built from.
+    col.clear_builtin_handlers()
+    return p
 
 
 # Kept for callers that used them from here; they live below the trackers.

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import compile_and_run, difference, distributed_objects_in
 
 
@@ -48,3 +49,18 @@ def check_like_eager(fn, *args, expect_graphs: int | None = 1, **kwargs):
     if expect_graphs is not None:
         assert run.frame_count == expect_graphs, run.frame_count
     return run
+
+
+def compile_counting_frames(fn, backend: str = "aot_eager"):
+    """``fn`` compiled after a Dynamo reset (counters cleared), and a function
+    that lists the names of the frames compiled since. Dynamo keeps
+    compilation-metric rows across resets: only rows not seen here count."""
+    O.reset_dynamo()
+    O.dynamo_counters().clear()
+    kept = O.compilation_metrics()  # kept alive, so ids stay unique
+    earlier = {id(m) for m in kept}
+
+    def frames() -> list:
+        return [m.co_name for m in O.compilation_metrics() if id(m) not in earlier]
+
+    return torch.compile(fn, backend=backend), frames

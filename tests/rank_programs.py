@@ -89,6 +89,7 @@ def backward_inside_compiled_mlp():
     from dynamo_dist._compat import observe as O
     from dynamo_dist.demo.models import SIZES, build_model, make_input
     from dynamo_dist.testing import make_mesh
+    from helpers import compile_counting_frames
 
     dynamo_dist.install()
     mesh = make_mesh((dist.get_world_size(),), ("tp",))
@@ -108,16 +109,12 @@ def backward_inside_compiled_mlp():
         return [loss, *grads]
 
     eager = run(step)
-    O.reset_dynamo()
-    O.dynamo_counters().clear()
-    kept = O.compilation_metrics()  # Dynamo keeps rows across resets; kept alive, ids stay unique
-    earlier = {id(m) for m in kept}
-    compiled = torch.compile(step, backend="aot_eager")
+    compiled, compiled_frames = compile_counting_frames(step)
     worst = 0.0
     for _ in range(2):
         got = run(compiled)
         worst = max(worst, max((a - b).abs().max().item() for a, b in zip(got, eager)))
-    frames = [m.co_name for m in O.compilation_metrics() if id(m) not in earlier]
+    frames = compiled_frames()
     reasons = sorted(O.graph_break_reasons())
     dynamo_dist.uninstall()
     return frames, reasons, worst

@@ -19,6 +19,7 @@ import dynamo_dist
 from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import fake_world, make_mesh, run_in_gloo_world
 
+from helpers import compile_counting_frames
 from rank_programs import backward_inside_compiled_mlp
 
 RUNTIME_FRAMES = {"__tensor_unflatten__", "__tensor_flatten__", "device_mesh"}
@@ -49,13 +50,9 @@ def _matmul_step_run():
             return loss, grad
 
         eager = run(step)
-        O.reset_dynamo()
-        O.dynamo_counters().clear()
-        kept = O.compilation_metrics()  # Dynamo keeps rows across resets; kept alive, ids stay unique
-        earlier = {id(m) for m in kept}
-        compiled = torch.compile(step, backend="aot_eager")
+        compiled, compiled_frames = compile_counting_frames(step)
         runs = [run(compiled), run(compiled)]
-        frames = [m.co_name for m in O.compilation_metrics() if id(m) not in earlier]
+        frames = compiled_frames()
         return eager, runs, frames, O.graph_break_reasons()
 
 

@@ -443,6 +443,33 @@ def _dtensor_view_returned():
     return fn, [(_dtensor(),)]
 
 
+def _act_inputs():
+    """The same function called with the AsyncCollectiveTensor a functional
+    collective returns, then with a plain tensor: one graph is enough (the
+    value is waited before the graph reads it). Stock 2.13 recompiles."""
+
+    def fn(x):
+        return x * 2 + 1
+
+    m = _mesh2d()
+    return fn, [(funcol.all_reduce(torch.arange(4.0), "sum", m.get_group("tp")),), (torch.arange(4.0) + 5,)]
+
+
+def _dtensor_act_local():
+    """As ``_act_inputs``, with a DTensor whose local tensor is sometimes an
+    AsyncCollectiveTensor."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Replicate
+
+    def fn(d):
+        return (d * 2 + 1).to_local()
+
+    m = _mesh2d()
+    act = funcol.all_reduce(torch.arange(4.0), "sum", m.get_group("tp"))
+    return fn, [(DTensor.from_local(local, m, [Replicate(), Replicate()], run_check=False),)
+                for local in (act, torch.arange(4.0) + 5)]
+
+
 def _dtensor_mesh_other_groups():
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.placement_types import Replicate, Shard
@@ -516,6 +543,11 @@ CASES: list[Case] = [
     Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),
     Case("_StridedShard -> Replicate", _strided_shard_redistribute),
     Case("same-shape mesh, other groups (DTensor)", _dtensor_mesh_other_groups, recompile_calls=(1,)),
+    # "Needless recompile" when the plain tensor after an AsyncCollectiveTensor
+    # compiles a second frame (the frame count the issue measures).
+    Case("input sometimes an AsyncCollectiveTensor (aot_eager)", _act_inputs, reuse_calls=(1,), backend="aot_eager"),
+    Case("DTensor local sometimes an AsyncCollectiveTensor (aot_eager)", _dtensor_act_local, reuse_calls=(1,),
+         backend="aot_eager"),
 ]
 
 
