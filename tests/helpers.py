@@ -23,6 +23,23 @@ def fake_reduce_scatter_writes() -> bool:
     return not bool(out.isnan().any())
 
 
+def strided_shard_1d_supported(mesh: Any) -> bool:
+    """Whether DTensor (eagerly) accepts a ``_StridedShard`` on a 1-D mesh:
+    2.11's rejects it ("use_strided_shard_as_shard_order ... unable to be
+    interpreted into a corresponding shard_order"); 2.12+ accept it."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    try:
+        d = distribute_tensor(torch.ones(2 * mesh.size()), mesh, [_StridedShard(0, split_factor=2)])
+        d.redistribute(mesh, [Replicate()])
+    except ValueError as e:
+        if "shard_order" in str(e):
+            return False
+        raise
+    return True
+
+
 def assert_close_in_fake_world(actual: Any, expected: Any, reduce_scatters: bool) -> None:
     """``assert_close``, or (values undefined: see ``fake_reduce_scatter_writes``)
     the same shape and dtype."""

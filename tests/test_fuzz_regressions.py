@@ -45,7 +45,7 @@ def test_uninstall_restores_builtin_handlers():
     import dynamo_dist
     from dynamo_dist import _compat as C
 
-    names = ("call_str", "call_repr", "call_hash")
+    names = sorted({name for family in C.slots.BUILTIN_HOOKS_BY_FAMILY.values() for name in family})
     before = {name: BuiltinVariable.__dict__.get(name) for name in names}
     with dynamo_dist.enabled():
         # 2.11-2.13 need hooks (str; repr and hash on 2.11 / 2.12); 2.14+'s

@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - older torch
 from . import collective, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     ALL_GATHER_SINGLE,
+    FOLDED_PRIVATE_MESH_ATTRIBUTES,
     REDUCE_SCATTER_SINGLE,
     all_gather_single,
     reduce_scatter_single,

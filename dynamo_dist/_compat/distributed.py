@@ -61,6 +61,13 @@ def _stock_mesh_is_opaque() -> bool:
 STOCK_MESH_OPAQUE: bool = _stock_mesh_is_opaque()
 
 
+# Private mesh attributes torch's own traced code reads and that fold like a
+# public member: functional collectives resolve a ``(mesh, dim)`` group through
+# ``_dim_group_names`` (2.12+ stock folds it from its opaque member table; 2.11
+# has none). The mesh guard covers it (its fingerprint holds the group names).
+FOLDED_PRIVATE_MESH_ATTRIBUTES: tuple[str, ...] = ("_dim_group_names",)
+
+
 def mesh_dim_group_names(mesh: Any) -> tuple[str, ...]:
     return tuple(mesh._dim_group_names)
 

@@ -43,11 +43,11 @@ class Config:
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
               compile_repeats=9, model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"),
-              guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(2, 4),
+              guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(1, 2, 4),
               step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
-               worlds=(2,), nccl_worlds=(2,), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
+               worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
                step_timeout=300)
 
 

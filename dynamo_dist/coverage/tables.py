@@ -16,7 +16,7 @@ from .. import _compat as C
 from ..variables.members import ALL_TABLES, Kind
 
 # The releases whose stock outcomes the README records, one column each.
-TESTED_VERSIONS: tuple[str, ...] = ("2.13.0", "2.14.1", "2.15.0")
+TESTED_VERSIONS: tuple[str, ...] = ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 NOT_MEASURED = "not measured"
 
 

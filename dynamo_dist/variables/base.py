@@ -56,7 +56,14 @@ def folds_builtin(args: tuple, ours: str) -> bool:
     now (2.11 / 2.12 cannot hash any tuple: ``hash(placements)`` would break);
     for ``is`` two of ours with sources (or the same tracker)."""
     if ours == "vt_is":
-        left, right = args if len(args) == 2 else (None, None)
+        if len(args) != 2 or not any(isinstance(a, DistObjectVariable) for a in args):
+            return False
+        left, right = args
+        values = real_value(left), real_value(right)
+        if NO_VALUE in values:
+            return False
+        if any(inspect.isclass(v) for v in values):
+            return True  # a class's identity is its value (``type(p) is Shard``)
         return (isinstance(left, DistObjectVariable) and isinstance(right, DistObjectVariable)
                 and (left is right or _same_derivation(left, right)
                      or (_identity_source(left) is not None and _identity_source(right) is not None)))
@@ -77,6 +84,9 @@ def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
     for the releases whose builtins never reach a tracker (``C.BUILTIN_HOOKS``)."""
     if ours == "vt_is":
         left, right = args
+        lv, rv = real_value(left), real_value(right)
+        if inspect.isclass(lv) or inspect.isclass(rv):
+            return C.constant((lv is rv) == (builtin == "call_is_"))
         if left is not right and not _same_derivation(left, right):
             # The answer holds for these very objects: pin their identities.
             C.guard_identity(_identity_source(left))
@@ -119,6 +129,9 @@ class DistObjectVariable(C.Tracker):
     }
     REAL_VALUE_KNOWN = True
     STATE = ("value", "rebuild")
+    # Private attributes torch's own traced code reads, folded like FOLD rows
+    # (not table rows: users do not write them).
+    FOLDED_PRIVATE: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, value: Any, rebuild: Rebuild | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -306,6 +319,8 @@ class DistObjectVariable(C.Tracker):
         real object -> folded; members stock traces -> inlined; else a clean
         break."""
         cls = type(self.value)
+        if name in self.FOLDED_PRIVATE and call is None:
+            return self.evaluate(tx, name, False, [], {})
         if not hasattr(self.value, name):
             C.raise_observed(AttributeError, tx, [f"'{cls.__name__}' object has no attribute '{name}'"])
         static = inspect.getattr_static(self.value, name, None)

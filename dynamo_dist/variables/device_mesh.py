@@ -23,6 +23,7 @@ def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
 class DeviceMeshVariable(DistObjectVariable):
     MEMBERS = DEVICE_MESH_MEMBERS
     LABEL = "DeviceMesh"
+    FOLDED_PRIVATE = C.FOLDED_PRIVATE_MESH_ATTRIBUTES
     # RANK rows under compile_on_one_rank: the graph computation of each.
     RUNTIME_RANK: ClassVar[dict[str, str]] = {
         "get_rank": "runtime_global_rank",
