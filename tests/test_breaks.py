@@ -8,6 +8,7 @@ from torch._dynamo.exc import InternalTorchDynamoError, Unsupported
 from torch._dynamo.utils import counters
 from torch.distributed.device_mesh import init_device_mesh
 
+from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh
 
 pytestmark = pytest.mark.usefixtures("plugin")
@@ -102,7 +103,15 @@ def test_private_attribute_of_a_submesh_made_inside_is_a_clean_break(world8):
         torch.compile(submesh_private_attribute, backend="eager", fullgraph=True)(torch.ones(1), mesh)
 
 
-@pytest.mark.parametrize("attr", ["_layout", "_pg_registry", "_rank"])
+# 2.12's Dynamo (the 2.11 slot family with opaque meshes) can neither take
+# len() of a _MeshLayout nor call its methods, stock included: the attribute
+# is read, its use breaks.
+_LAYOUT = pytest.param("_layout", marks=pytest.mark.xfail(
+    C.FAMILY == "2.11" and C.STOCK_MESH_OPAQUE, strict=True,
+    reason="torch 2.12's Dynamo cannot trace len() of a _MeshLayout"))
+
+
+@pytest.mark.parametrize("attr", [_LAYOUT, "_pg_registry", "_rank"])
 def test_other_mesh_attributes_of_an_input_are_read_like_any_python_attribute(world8, attr):
     """Never worse than stock: stock compiles len(mesh._layout) and
     len(mesh._pg_registry) (and crashes on mesh._rank)."""
