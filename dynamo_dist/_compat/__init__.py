@@ -140,6 +140,7 @@ from .slots import (  # noqa: F401
     SLOTS_2_14,
     TENSOR_GETATTR_SLOT,
     Tracker,
+    ValueTracker,
     base_slot,
     has_slots,
     missing_slots,

@@ -163,6 +163,19 @@ class Tracker(VariableTracker):
         return super().get_python_hash()
 
 
+class ValueTracker(Tracker):
+    """A tracker of one known Python object (``value``), typed as it."""
+
+    STATE = ("value",)
+
+    def __init__(self, value: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+
 def slot_method(vt: VariableTracker, ours: str) -> Any:
     """The bound slot method Dynamo calls for our behaviour ``ours`` (on any
     tracker, stock ones included)."""

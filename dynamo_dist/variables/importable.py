@@ -7,18 +7,9 @@ from typing import Any
 from .. import _compat as C
 
 
-class ImportableObjectVariable(C.Tracker):
+class ImportableObjectVariable(C.ValueTracker):
     """A module-level class or function of torch.distributed (``Shard``,
     ``dist.get_rank``): a constant, compared by identity, rebuilt by import."""
-
-    STATE = ("value",)
-
-    def __init__(self, value: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.value = value
-
-    def python_type(self) -> type:
-        return type(self.value)
 
     def as_python_constant(self) -> Any:
         return self.value

@@ -13,20 +13,11 @@ from .runtime_rank import runtime_coordinate, runtime_rank_in
 from .wrap import register
 
 
-class WorldHolderVariable(C.Tracker):
+class WorldHolderVariable(C.ValueTracker):
     """``dist.group`` / ``dist.GroupMember`` on 2.11 / 2.12: its ``WORLD`` is
     read at its source, so the group is identity-guarded there and reloads
     from it (stock's tracker drops the source: ``pg is dist.group.WORLD`` and
     returning it broke). Other attributes are stock's."""
-
-    STATE = ("value",)
-
-    def __init__(self, value: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.value = value
-
-    def python_type(self) -> type:
-        return type(self.value)
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         if name == "WORLD":
