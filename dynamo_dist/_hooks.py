@@ -58,7 +58,7 @@ from torch.distributed import PrefixStore
 
 from . import _compat as C
 from ._compat import observe as O
-from . import aot_alias
+from . import aot_alias, baked_ops, cache_keys
 from .variables import dtensor, registry
 from .variables.base import fold_builtin, folds_builtin
 
@@ -197,6 +197,7 @@ def apply() -> None:
             owner, name = C.AOT_CODEGEN_HOOK_POINT
             _more_patches.set(owner, name, _runtime_only_generated(getattr(owner, name)))
         C.aot_runtime_wrappers.gen_alias_from_base = aot_alias.with_dtensor_fallback(original_alias)
+        _cache_key_patches(_more_patches)
 
         C.VariableBuilder._wrap = wrap_hook
         C.SourcelessBuilder.create = staticmethod(create)
@@ -248,6 +249,31 @@ def _builtin_hook(name: str, ours: str, original: Any) -> Any:
         return original(self, tx, *args, **kwargs) if original is not None else None
 
     return call_builtin
+
+
+def _reduce_mesh_for_cache_key(mesh: Any) -> tuple:
+    return (str, (cache_keys.mesh_identity(mesh),))
+
+
+def _cache_key_patches(p: Patches) -> None:
+    """Stable, sound compile-cache keys for distributed programs
+    (``cache_keys.py``, ``baked_ops.py``): meshes pickle as their identity in
+    the FX-graph and AOTAutograd cache keys, ``DeviceMesh._stable_hash`` (the
+    AOTAutograd key of a DTensor input) is that identity's digest, and
+    ``baked_ops.call`` is a cacheable graph call target."""
+    pickler = C.caches.fx_cache_pickler()
+    original_init = pickler.__dict__["__init__"]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self.dispatch_table[C.DeviceMesh] = _reduce_mesh_for_cache_key
+
+    p.set(pickler, "__init__", __init__)
+    if C.caches.MESH_STABLE_HASH is not None:
+        p.set(*C.caches.MESH_STABLE_HASH, cache_keys.mesh_cache_hash)
+    config = O.inductor_config()
+    marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor)}
+    p.set(config, "unsafe_marked_cacheable_functions", marked)
 
 
 def _runtime_only_generated(compile_and_exec: Any) -> Any:

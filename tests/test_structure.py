@@ -379,7 +379,7 @@ def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
     spy = _Spy()
     fake = FakeDTensorVar()
     monkeypatch.setattr(C, "example_value", lambda vt: torch.ones(1))
-    monkeypatch.setattr(C, "graph_call", lambda tx, op, tensors: spy.handler("graph_call")())
+    monkeypatch.setattr(C, "graph_call", lambda tx, op, tensors, constants=(): spy.handler("graph_call")())
     for kind in list(dtensor._ATTRIBUTE_HANDLERS):
         monkeypatch.setitem(dtensor._ATTRIBUTE_HANDLERS, kind, spy.handler(kind))
     for name in list(dtensor._FUNCTION_HANDLERS):

@@ -83,10 +83,10 @@ def raise_observed(exc_type: type, tx: Any, args: list) -> Any:
     raise_observed_exception(exc_type, tx, args=args)
 
 
-def graph_call(tx: Any, op: Callable[..., Any], tensors: list) -> VariableTracker:
-    """``op(*tensors)`` as one call_function node; Dynamo runs ``op`` on fake
-    tensors for the example value."""
-    proxy = tx.output.create_proxy("call_function", op, tuple(t.as_proxy() for t in tensors), {})
+def graph_call(tx: Any, op: Callable[..., Any], tensors: list, constants: tuple = ()) -> VariableTracker:
+    """``op(*constants, *tensors)`` as one call_function node; Dynamo runs
+    ``op`` on fake tensors for the example value."""
+    proxy = tx.output.create_proxy("call_function", op, (*constants, *(t.as_proxy() for t in tensors)), {})
     # Some redistributions (``_StridedShard``) compute an index tensor whose
     # size is data-dependent on fake tensors, then return a static shape: the
     # intermediate unbacked sizes never reach the output.

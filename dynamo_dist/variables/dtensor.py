@@ -3,9 +3,10 @@
 Stock torch 2.13 puts ``from_local(x, mesh, [Shard(0)])`` in the FX graph with
 the mesh as a graph input and the placements as constants (rule 1 broken), and
 cannot trace ``distribute_tensor`` or ``from_local(run_check=True)``. Here each
-such call becomes ``call_function(op, tensors...)`` where ``op`` is a small
-function that closes over the folded mesh and placements (already guarded,
-since they came from tracked objects). AOTAutograd traces through ``op`` and
+such call becomes one graph call of a small function that closes over the
+folded mesh and placements (already guarded, since they came from tracked
+objects), registered in ``baked_ops`` under a key that spells them out so
+the compile caches can key the graph. AOTAutograd traces through it and
 emits the functional collectives, so the captured graph holds only tensors and
 collectives that name their group by string.
 
@@ -25,6 +26,8 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import _compat as C
+from .. import baked_ops
+from ..cache_keys import constant_identity
 from .breaks import describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
@@ -89,11 +92,18 @@ def _is_dtensor_var(vt: Any) -> bool:
         return False
 
 
-def _named(fn: Callable[..., Any], name: str, what: str) -> Callable[..., Any]:
-    # The graph's code shows this name; the docstring says what was baked in.
-    fn.__name__ = fn.__qualname__ = f"dynamo_dist_{name}"
-    fn.__doc__ = what
-    return fn
+def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: Any, *baked: Any) -> Any:
+    """``op(tensor)`` as one graph call. ``baked``: every value ``op`` closes
+    over; when each has a stable identity the node is ``baked_ops.call(key,
+    tensor)`` (the compile caches key it), else ``op`` itself (they bypass)."""
+    fn_name = f"dynamo_dist_{name}"
+    op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
+    op.__doc__ = what
+    key = baked_ops.bake(op, what, constant_identity((name, *baked)))
+    if key is None:
+        log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
+        return C.graph_call(tx, op, [tensor])
+    return C.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
 
 
 # -- attributes of DTensors made in the frame ----------------------------------
@@ -151,7 +161,7 @@ def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> A
         return getattr(t, name)(*pargs, **pkwargs)
 
     log.debug("DTensor.%s(%s) traced with its arguments folded", name, shown)
-    return C.graph_call(tx, _named(op, name, f"DTensor.{name}({shown})"), [self_vt])
+    return _graph_call(tx, op, name, f"DTensor.{name}({shown})", self_vt, pargs, pkwargs)
 
 
 # -- DTensor.from_local, distribute_tensor --------------------------------------
@@ -213,7 +223,10 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
 
     log.debug("DTensor.from_local(mesh=%s, %s, run_check=%s) traced with its arguments folded",
               describe(mesh), shown, run_check)
-    return C.graph_call(tx, _named(op, "from_local", f"DTensor.from_local({describe(mesh)}, {shown})"), [local])
+    # run_check's collectives use the world group and check shapes unless given.
+    checked = (dist.group.WORLD, "shape" not in options and "stride" not in options) if run_check else None
+    return _graph_call(tx, op, "from_local", f"DTensor.from_local({describe(mesh)}, {shown})", local,
+                       mesh, options, checked)
 
 
 def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable[[Any], Any]:
@@ -277,7 +290,8 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         return distribute_tensor(t, src_data_rank=None, **options)
 
     log.debug("distribute_tensor(%s, src_data_rank=%s) traced with its arguments folded", shown, src_data_rank)
-    return C.graph_call(tx, _named(op, "distribute_tensor", f"distribute_tensor({shown})"), [tensor])
+    return _graph_call(tx, op, "distribute_tensor", f"distribute_tensor({shown})", tensor,
+                       options, sources)
 
 
 def _broadcast_sources(mesh: Any, src_data_rank: int | None) -> list[tuple[int, int]]:

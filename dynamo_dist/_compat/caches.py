@@ -1,0 +1,50 @@
+"""torch's compile caches: the objects ``_hooks`` changes so distributed
+programs get stable, sound cache keys, and the counters diagnostics read.
+
+- ``fx_cache_pickler()``: inductor's ``FxGraphCachePickler``, which pickles
+  everything a graph's FX-graph-cache key (and, as its subclass, the
+  AOTAutograd cache key) depends on. Its per-instance ``dispatch_table`` gets
+  a ``DeviceMesh`` reducer: a mesh reached through an opaque graph input
+  (2.12+: DTensor flattens its mesh as an inner "tensor") is otherwise
+  pickled whole, cached ``hash()`` included, which differs in every process.
+- ``MESH_STABLE_HASH``: ``DeviceMesh._stable_hash`` (2.12+), what the
+  AOTAutograd key reads for a DTensor input's mesh; it leaves out the process
+  groups and this rank's coordinate.
+- ``cacheable_functions()``: inductor's ``unsafe_marked_cacheable_functions``
+  (name -> version string, part of the key through the config hash): the
+  functions the AOTAutograd cache accepts as graph call targets.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .distributed import DeviceMesh
+
+# (owner, attribute) or None on a release without it (2.11).
+MESH_STABLE_HASH: tuple[Any, str] | None = (DeviceMesh, "_stable_hash") if hasattr(DeviceMesh, "_stable_hash") else None
+
+# Counters in ``torch._dynamo.utils.counters`` that count cache outcomes,
+# as (counter group, key) per (cache, outcome).
+CACHE_COUNTERS: dict[tuple[str, str], tuple[str, str]] = {
+    ("fx_graph", "hit"): ("inductor", "fxgraph_cache_hit"),
+    ("fx_graph", "miss"): ("inductor", "fxgraph_cache_miss"),
+    ("fx_graph", "bypass"): ("inductor", "fxgraph_cache_bypass"),
+    ("aot_autograd", "hit"): ("aot_autograd", "autograd_cache_hit"),
+    ("aot_autograd", "miss"): ("aot_autograd", "autograd_cache_miss"),
+    ("aot_autograd", "bypass"): ("aot_autograd", "autograd_cache_bypass"),
+}
+
+
+def codecache() -> Any:
+    # Heavy (imports inductor): only when the plugin is installed.
+    return importlib.import_module("torch._inductor.codecache")
+
+
+def fx_cache_pickler() -> type:
+    return codecache().FxGraphCachePickler
+
+
+def cacheable_functions() -> dict[str, str]:
+    return importlib.import_module("torch._inductor.config").unsafe_marked_cacheable_functions
