@@ -81,6 +81,7 @@ from .dynamo import (  # noqa: F401
     aot_runtime_wrappers,
     AOT_CODEGEN_HOOK_POINT,
     AOT_RUNTIME_CALL_TREES,
+    STOCK_TO_LOCAL_IS_CLOSURE,
     attr_source,
     constant,
     current_compile_id,

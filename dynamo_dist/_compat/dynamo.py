@@ -50,6 +50,11 @@ AOT_CODEGEN_HOOK_POINT: tuple[Any, str] | None = (
     (_aot_subclass_codegen, "_compile_and_exec_source")
     if hasattr(_aot_subclass_codegen, "_compile_and_exec_source") else None)
 
+# 2.11's Dynamo traces ``dtensor.to_local()`` as a call of a closure it builds
+# (``method_to_local``), which the AOTAutograd cache refuses; 2.12+ trace it
+# as a plain method call.
+STOCK_TO_LOCAL_IS_CLOSURE: bool = hasattr(TensorVariable, "method_to_local")
+
 __all__ = [
     "aot_runtime_wrappers", "BuiltinVariable", "SourcelessBuilder", "TensorVariable", "VariableBuilder",
     "VariableTracker",

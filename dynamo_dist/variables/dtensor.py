@@ -48,8 +48,9 @@ def _is_function_row(name: str) -> bool:
 
 _METHODS = frozenset(name for name, m in DTENSOR_MEMBERS.items()
                      if m.kind is Kind.DTENSOR_OP and not _is_function_row(name))
-# Methods whose argument-less call involves no mesh, placement or collective.
-_STOCK_WITHOUT_ARGUMENTS = frozenset({"to_local"})
+# Methods whose argument-less call involves no mesh, placement or collective,
+# left to stock where its graph node is a cacheable method call (2.12+).
+_STOCK_WITHOUT_ARGUMENTS = frozenset() if C.STOCK_TO_LOCAL_IS_CLOSURE else frozenset({"to_local"})
 _FUNCTION_NAMES = tuple(name for name, m in DTENSOR_MEMBERS.items()
                         if m.kind is Kind.DTENSOR_OP and _is_function_row(name))
 # Parameters of the DTENSOR_OP rows that take a sequence of placements: any
