@@ -252,15 +252,41 @@ def _builtin_hook(name: str, ours: str, original: Any) -> Any:
 
 
 def _reduce_mesh_for_cache_key(mesh: Any) -> tuple:
-    return (str, (cache_keys.mesh_identity(mesh),))
+    return (str, (cache_keys.keyed_mesh_identity(mesh),))
+
+
+def _with_live_meshes(unwrap: Any) -> Any:
+    """A graph loaded from the cache gets its mesh constants back, as this
+    process's meshes (``cache_keys.live_mesh``); stock leaves them ``None``."""
+    def constants(self: Any, graph: Any) -> Any:
+        values = unwrap(self, graph)
+        for name, stored in C.caches.stored_opaque_constants(graph).items():
+            if name not in values and isinstance(stored, C.DeviceMesh):
+                values[name] = cache_keys.live_mesh(stored)
+        return values
+
+    return constants
 
 
 def _cache_key_patches(p: Patches) -> None:
     """Stable, sound compile-cache keys for distributed programs
     (``cache_keys.py``, ``baked_ops.py``): meshes pickle as their identity in
     the FX-graph and AOTAutograd cache keys, ``DeviceMesh._stable_hash`` (the
-    AOTAutograd key of a DTensor input) is that identity's digest, and
-    ``baked_ops.call`` is a cacheable graph call target."""
+    AOTAutograd key of a DTensor input) is that identity's digest, every key
+    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` is a
+    cacheable graph call target."""
+    details = C.caches.hash_details()
+    original_details_init = details.__dict__["__init__"]
+
+    def details_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_details_init(self, *args, **kwargs)
+        tag = cache_keys.rank_tag()
+        if tag is not None:
+            self.cache_key_tag = f"{self.cache_key_tag}|{tag}"
+
+    p.set(details, "__init__", details_init)
+    for loader in C.caches.constants_loaders():
+        p.set(loader, "unwrap", _with_live_meshes(loader.__dict__["unwrap"]))
     pickler = C.caches.fx_cache_pickler()
     original_init = pickler.__dict__["__init__"]
 

@@ -12,20 +12,24 @@ is wrong both ways (measured on 2.13, see docs/BENCHMARKS.md "Warm start"):
   dim and this rank's coordinate, both of which AOTAutograd's trace bakes into
   the graph (group names in collectives, this rank's shard offsets).
 
-The identity here is the mesh guard's fingerprint (``guards.mesh``): the
-fields ``DeviceMesh.__eq__`` compares, the group names per dim and this rank's
-coordinate, unless rank answers are runtime ops (``compile_on_one_rank``, where
-every rank traces the same graph and one cache entry serves them all). Two
-meshes with the same identity give the same folded answers, which is what
-makes reusing a graph, or a cache entry, sound.
+A mesh's identity here is the mesh guard's fingerprint (``guards.mesh``)
+without the coordinate: the fields ``DeviceMesh.__eq__`` compares and the
+group names per dim. The rank enters every key once, through
+:func:`rank_tag` (inductor's ``cache_key_tag``), unless rank answers are
+runtime ops (``compile_on_one_rank``, where every rank traces the same graph
+and one entry serves them all). So graphs stay the same text on every rank
+(``explain`` compares them) while a cache entry is never served to a rank
+whose coordinates could have changed the trace.
 """
 
 from __future__ import annotations
 
 import hashlib
+import weakref
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from . import _compat as C
 from .guards.mesh import mesh_fingerprint
@@ -41,13 +45,51 @@ def digest(text: str) -> str:
 def mesh_identity(mesh: Any) -> str:
     """The mesh's identity as stable text (the same in every process that
     builds the same mesh over the same groups)."""
-    cls, *rest = mesh_fingerprint(mesh)
+    cls, *rest = mesh_fingerprint(mesh, with_coordinate=False)
     return repr((f"{cls.__module__}.{cls.__qualname__}", *rest))
+
+
+# Meshes of this process whose identity went into a key, by identity: a
+# cached graph that holds a mesh as a constant (2.13+ under
+# ``compile_on_one_rank``: ``mesh_get_process_group(mesh, dim)`` at run time)
+# gets this process's mesh back instead of the pickled copy of the mesh of the
+# rank that compiled it (see ``live_mesh``).
+_LIVE_MESHES: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
+
+
+def keyed_mesh_identity(mesh: Any) -> str:
+    """``mesh_identity`` of a live mesh going into a key; remembers the mesh."""
+    identity = mesh_identity(mesh)
+    _LIVE_MESHES[identity] = mesh
+    return identity
 
 
 def mesh_cache_hash(mesh: Any) -> str:
     """Replaces ``DeviceMesh._stable_hash`` while installed (see the module doc)."""
-    return digest(mesh_identity(mesh))
+    return digest(keyed_mesh_identity(mesh))
+
+
+def live_mesh(stored: Any) -> Any:
+    """This process's mesh with the identity of ``stored`` (a mesh unpickled
+    from a cache entry, possibly another rank's)."""
+    identity = mesh_identity(stored)
+    mesh = _LIVE_MESHES.get(identity)
+    if mesh is None:
+        raise RuntimeError(
+            f"dynamo_dist: a cached graph needs the mesh {identity}, which this process has not "
+            "used in a compiled program; build the same mesh (same groups) before calling it, or "
+            "clear the inductor cache (TORCHINDUCTOR_CACHE_DIR)."
+        )
+    return mesh
+
+
+def rank_tag() -> str | None:
+    """This process's rank, added to every compile-cache key: AOTAutograd's
+    trace reads coordinates (a shard's offset, whether a rank holds data) that
+    no key field shows. None under ``compile_on_one_rank`` or without a world."""
+    if C.compile_on_one_rank() or not dist.is_initialized():
+        return None
+    return f"dynamo_dist rank {dist.get_rank()}"
 
 
 def constant_identity(value: Any) -> tuple | None:
@@ -67,7 +109,7 @@ def constant_identity(value: Any) -> tuple | None:
         items = {k: constant_identity(v) for k, v in value.items()}
         return None if None in items.values() else ("dict", *sorted(items.items()))
     if isinstance(value, C.DeviceMesh):
-        return ("mesh", mesh_identity(value))
+        return ("mesh", keyed_mesh_identity(value))
     if isinstance(value, C.Placement) and C.is_builtin_placement_type(type(value)):
         args, kwargs = C.constructor_call(value)
         inner = constant_identity((args, kwargs))

@@ -10,6 +10,14 @@ programs get stable, sound cache keys, and the counters diagnostics read.
 - ``MESH_STABLE_HASH``: ``DeviceMesh._stable_hash`` (2.12+), what the
   AOTAutograd key reads for a DTensor input's mesh; it leaves out the process
   groups and this rank's coordinate.
+- ``hash_details()``: inductor's ``FxGraphHashDetails``, everything a key
+  hashes (the AOTAutograd key's details subclass it); its ``cache_key_tag``
+  (``torch.compiler.config.cache_key_tag``) gets this rank.
+- ``constants_loaders()``: inductor's ``CompiledFxGraphConstants`` classes,
+  whose ``unwrap`` gives a graph loaded from the cache its constants: it
+  leaves out ``torchbind_constants`` (opaque objects such as a mesh the graph
+  calls ``mesh_get_process_group`` on under ``compile_on_one_rank``), so the
+  loaded graph runs with ``None`` there (torch 2.13-2.15).
 - ``cacheable_functions()``: inductor's ``unsafe_marked_cacheable_functions``
   (name -> version string, part of the key through the config hash): the
   functions the AOTAutograd cache accepts as graph call targets.
@@ -44,6 +52,21 @@ def codecache() -> Any:
 
 def fx_cache_pickler() -> type:
     return codecache().FxGraphCachePickler
+
+
+def hash_details() -> type:
+    return codecache().FxGraphHashDetails
+
+
+def constants_loaders() -> tuple[type, ...]:
+    output_code = importlib.import_module("torch._inductor.output_code")
+    return tuple(getattr(output_code, name) for name in ("CompiledFxGraphConstants", "CompiledFxGraphConstantsWithGm")
+                 if hasattr(output_code, name))
+
+
+def stored_opaque_constants(graph: Any) -> dict[str, Any]:
+    """The opaque-object constants a compiled FX graph was saved with."""
+    return dict(getattr(graph, "torchbind_constants", None) or {})
 
 
 def cacheable_functions() -> dict[str, str]:

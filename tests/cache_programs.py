@@ -1,0 +1,155 @@
+"""Programs for the compile-cache tests, each run in a fresh process (the
+caches have in-process layers: only a new process shows what is on disk).
+
+``python tests/cache_programs.py '<json options>'`` runs :func:`fake_world_run`
+and prints its result as JSON; :func:`gloo_rank_run` runs on each rank of a
+gloo world (``dynamo_dist.testing.run_in_gloo_world`` spawns fresh processes).
+Each run compiles with inductor, runs forward and backward, compares with
+eager and returns the cache outcomes counted in this process.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+
+def _tp_mlp(mesh):
+    from dynamo_dist.demo.models import SIZES, build_model, make_input
+
+    config = SIZES["tiny"]
+    model = build_model("mlp", config, mesh=mesh)
+    return model, make_input(config)
+
+
+def _reshard(mesh):
+    """A graph that depends on this rank's coordinate: Replicate -> Shard(0)
+    keeps this rank's rows (no communication), so a graph traced on another
+    rank would return the wrong rows."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+        return d.redistribute(mesh, [Shard(0)]).to_local() * 2
+
+    return f, torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4).requires_grad_()
+
+
+# name -> (builder, whether it communicates: a fake world's collectives leave
+# their outputs undefined, so only gloo worlds compare such values).
+PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False)}
+
+
+def _outcomes() -> dict:
+    from dynamo_dist._compat import caches
+
+    counters = torch._dynamo.utils.counters
+    out: dict = {}
+    for (cache, outcome), (group, key) in caches.CACHE_COUNTERS.items():
+        out.setdefault(cache, {})[outcome] = counters[group][key]
+    return out
+
+
+def _step(fn, x) -> list:
+    """Forward + backward: the output, the input's gradient (if it needs one)
+    and each parameter's local gradient (which are then reset)."""
+    from torch.distributed.tensor import DTensor
+
+    x = x.detach().clone().requires_grad_(x.requires_grad)
+    out = fn(x)
+    out.sum().backward()
+    values = [out.detach()] + ([x.grad] if x.requires_grad else [])
+    for p in getattr(fn, "parameters", lambda: [])():
+        values.append(p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad)
+        p.grad = None
+    return values
+
+
+def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
+                load_artifacts: str | None = None, save_artifacts: str | None = None,
+                before_compile=lambda: None) -> dict:
+    """Compile ``program`` on ``mesh`` (inductor), run it and eager; return
+    the cache outcomes, whether compiled == eager, and the compiled values."""
+    import dynamo_dist
+    from dynamo_dist import _compat as C
+
+    if plugin:
+        dynamo_dist.install()
+    C.one_rank_config().compile_on_one_rank = one_rank
+    if load_artifacts:
+        with open(load_artifacts, "rb") as f:
+            torch.compiler.load_cache_artifacts(f.read())
+    build, communicates = PROGRAMS[program]
+    fn, x = build(mesh)
+    eager = _step(fn, x)
+    before_compile()
+    start = time.perf_counter()
+    compiled = _step(torch.compile(fn, backend="inductor", fullgraph=True), x)
+    seconds = time.perf_counter() - start
+    if save_artifacts:
+        saved = torch.compiler.save_cache_artifacts()
+        assert saved is not None, "torch.compiler.save_cache_artifacts() saved nothing"
+        with open(save_artifacts, "wb") as f:
+            f.write(saved[0])
+    # torch.testing.assert_close's float32 tolerances (inductor fuses, eager does not).
+    same = len(eager) == len(compiled) and all(torch.allclose(a, b, rtol=1.3e-6, atol=1e-5)
+                                               for a, b in zip(eager, compiled))
+    worst = max(float((a - b).abs().max()) for a, b in zip(eager, compiled))
+    defined = not (communicates and dist.get_backend() == "fake")
+    return {"outcomes": _outcomes(), "same_as_eager": bool(same) if defined else None,
+            "out": compiled[0].tolist() if defined else None, "max_difference": worst,
+            "first_step_s": round(seconds, 2), "rank": dist.get_rank()}
+
+
+def fake_world_run(program: str, rank: int = 3, extra_groups: int = 0, **options) -> dict:
+    """``program`` on ``mesh["tp"]`` of a (2, 4) mesh in a fake 8-rank world
+    seen from ``rank``. ``extra_groups``: groups created before the mesh, so
+    the mesh's groups get other names (the same layout over other groups)."""
+    from dynamo_dist.testing import fake_world, make_mesh
+
+    with fake_world(8, rank):
+        for _ in range(extra_groups):
+            dist.new_group(list(range(8)))
+        mesh = make_mesh((2, 4), ("dp", "tp"))
+        return run_program(program, mesh["tp"], **options)
+
+
+def wait_for_aot_entry(cache_dir: str, timeout: float = 300.0) -> None:
+    """Block until an AOTAutograd cache entry is on disk (written last, after
+    the forward and backward graphs' entries)."""
+    deadline = time.monotonic() + timeout
+    while not glob.glob(os.path.join(cache_dir, "aotautograd", "*", "*")):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no AOTAutograd cache entry in {cache_dir} after {timeout} s")
+        time.sleep(0.2)
+
+
+def gloo_rank_run(program: str, one_rank: bool = False, rank0_first: bool = False) -> dict:
+    """``program`` on a 1-D mesh over a 2-rank gloo world. ``rank0_first``:
+    rank 1 starts compiling only once rank 0's entries are on disk (rank 0
+    compiles, the others hit)."""
+    from dynamo_dist.testing import make_mesh
+
+    from dynamo_dist._compat import observe
+
+    mesh = make_mesh((2,), ("tp",))
+    if not rank0_first:
+        return run_program(program, mesh, one_rank=one_rank)
+    cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    wait = (lambda: wait_for_aot_entry(cache_dir)) if dist.get_rank() != 0 else (lambda: None)
+    # The backward is compiled with the forward (it is lazy by default, and
+    # the AOTAutograd entry is written after it), so rank 0's entry is on disk
+    # before its compiled forward waits for rank 1 in a collective.
+    with observe.functorch_config().patch(force_non_lazy_backward_lowering=True):
+        return run_program(program, mesh, one_rank=one_rank, before_compile=wait)
+
+
+if __name__ == "__main__":
+    print(json.dumps(fake_world_run(**json.loads(sys.argv[1]))))
