@@ -104,8 +104,8 @@ def test_bypass_reasons_in_plain_words(tmp_path, monkeypatch):
     report = dynamo_dist.explain(calls_closure, backend="inductor")(torch.ones(2, 3))
     [aot, *fx] = report.graphs[0].cache
     assert (aot.cache, aot.state) == ("aot_autograd", "bypass")
-    assert aot.reason == (f"the graph calls a function the AOTAutograd cache cannot key: {__name__}."
-                          "flip (a closure)")
+    assert aot.reason == ("the graph calls a function the AOTAutograd cache cannot key: "
+                          f"`flip` (a closure in {__name__})")
     assert [(o.stage, o.state) for o in fx] == [("forward", "miss")]
 
 
@@ -116,3 +116,21 @@ def test_backends_without_caches_report_none():
     assert report.graphs[0].cache == [] and report.cache_dir is None
     assert "Compile caches" not in str(report) and "cache" not in str(report).split("Graphs")[1].splitlines()[1]
 
+
+
+def test_dtensor_closure_bypass_points_at_the_plugin():
+    # What stock Dynamo's DTensor.from_local closure makes AOTAutograd log
+    # (torch 2.11 without the plugin; later releases' stock graphs differ).
+    from dynamo_dist.diagnostics.caches import describe
+    from dynamo_dist.diagnostics.report import PLUGIN, STOCK
+
+    raw = ("Unsupported call_function target <function TorchInGraphFunctionVariable._get_handlers.<locals>."
+           "handle_from_local.<locals>.fn_with_prim_types at 0x7f0>. \n Function module: "
+           "torch._dynamo.variables.torch, \nFunction name: prim from_local")
+    reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
+    assert reason == ("the graph calls a function the AOTAutograd cache cannot key: `prim from_local` (a closure "
+                      "in torch._dynamo.variables.torch); dynamo_dist bakes DTensor calls as baked_ops.call — "
+                      "is the plugin installed?")
+    assert detail == raw.splitlines()[0]
+    reason, _ = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", PLUGIN)
+    assert reason.endswith("a DTensor call dynamo_dist did not bake (please report it)")

@@ -96,9 +96,12 @@ def _bypass_reason(raw: str, mode: str) -> str:
                       r"Function name: (.*)", raw, re.S)
     if target:
         shown, module, name = (t.strip() for t in target.groups())
-        qualified = name if module in ("None", "") else f"{module}.{name}"
-        closure = " (a closure)" if "<locals>" in shown else ""
-        text = f"the graph calls a function the AOTAutograd cache cannot key: {qualified}{closure}"
+        known = module not in ("None", "")
+        if "<locals>" in shown:  # its qualified name is a chain of <locals>: the name and module say more
+            what = f"`{name}` (a closure in {module})" if known else f"`{name}` (a closure)"
+        else:
+            what = f"{module}.{name}" if known else name
+        text = f"the graph calls a function the AOTAutograd cache cannot key: {what}"
         if any(call in shown for call in _DTENSOR_CALLS):
             text += ("; dynamo_dist bakes DTensor calls as baked_ops.call — is the plugin installed?"
                      if mode != PLUGIN else "; a DTensor call dynamo_dist did not bake (please report it)")
