@@ -4,6 +4,7 @@ words, and nothing for backends that use no cache. Inductor compiles cost
 seconds each: the programs are the tiniest DTensor ones."""
 
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -79,8 +80,11 @@ def forward_only(x, mesh):
 def test_bypass_reasons_in_plain_words(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     mesh = make_mesh((8,), ("tp",))
+    trace = logging.getLogger("torch.__trace")  # torch's structured trace: explain listens there
+    before = (list(trace.handlers), trace.propagate)
     with torch._inductor.config.patch(fx_graph_cache=False):
         report = dynamo_dist.explain(forward_only, backend="inductor")(torch.ones(2, 3), mesh)
+    assert (trace.handlers, trace.propagate) == before
     [graph] = report.graphs
     assert [(o.cache, o.stage, o.state) for o in graph.cache] == [("aot_autograd", "", "bypass"),
                                                                   ("fx_graph", "forward", "bypass")]
