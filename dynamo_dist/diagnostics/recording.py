@@ -54,7 +54,7 @@ class _BreakHandler(logging.Handler):
 
 
 class _CacheHandler(logging.Handler):
-    """Structured-trace records -> ``Recorder.add_cache_event`` (cache outcomes only)."""
+    """Structured-trace records -> ``CacheEvents.add`` (compile-cache outcomes only)."""
 
     def __init__(self, on_event: Callable[[str, str, str, dict], None]) -> None:
         super().__init__(logging.DEBUG)
