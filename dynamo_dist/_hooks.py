@@ -374,7 +374,7 @@ def _set_logger_level(p: Patches, logger: Any, level: int) -> None:
     p.set(logger, "_cache", {})
 
 
-def recording_patches(handler: Any, metrics_limit: int) -> Patches:
+def recording_patches(handler: Any, metrics_limit: int, trace_handler: Any = None) -> Patches:
     """What ``explain``'s recorder switches on for its duration:
 
     - the ``graph_breaks`` artifact logger gets ``handler``; unless the user
@@ -386,7 +386,10 @@ def recording_patches(handler: Any, metrics_limit: int) -> Patches:
       recording is dropped); ``end_recording`` carries the new rows over to
       the original deque, as a limit change would have;
     - ``suppress_errors``: a frame that fails to compile runs eagerly and is
-      reported instead of failing the user's program.
+      reported instead of failing the user's program;
+    - ``trace_handler`` (if given) is added to torch's structured-trace
+      logger, which then emits its artifacts (the compile caches' hit / miss
+      / bypass records); its other handlers (``TORCH_TRACE``) are kept.
     """
     p = Patches()
     log = O.graph_break_logger()
@@ -398,6 +401,12 @@ def recording_patches(handler: Any, metrics_limit: int) -> Patches:
     utils = O.dynamo_utils()
     p.set(utils, "_compilation_metrics", collections.deque(utils._compilation_metrics, maxlen=metrics_limit))
     p.set(O.dynamo_config(), "suppress_errors", True)
+    if trace_handler is not None:
+        trace = O.structured_trace_logger()
+        if not trace.isEnabledFor(logging.DEBUG):  # torch sets it to DEBUG at import; in case not
+            _set_logger_level(p, trace, logging.DEBUG)
+        p.set(trace, "handlers", [*trace.handlers, trace_handler])
+        p.set(trace, "propagate", False)  # as torch's own TORCH_TRACE setup: never to the root logger
     return p
 
 

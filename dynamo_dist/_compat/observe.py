@@ -11,6 +11,9 @@ module only names the objects they change.
 from __future__ import annotations
 
 import importlib
+import json
+import logging
+import os
 from typing import Any, Callable
 
 import torch
@@ -30,6 +33,7 @@ from torch.utils._pytree import tree_flatten
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import boxed_nop
 from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # light (already loaded by Dynamo)
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "compilation_metrics", "compilation_metrics_limit", "graph_break_logger", "duplicate_break_checker",
     "dynamo_config", "inductor_config", "functorch_config", "rendezvous_handlers",
     "aot_eager_lowering", "inductor_lowering",
+    "structured_trace_logger", "cache_artifact", "compile_cache_settings",
 ]
 
 
@@ -178,11 +183,14 @@ def aot_eager_lowering(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 
 def inductor_lowering(gm: torch.fx.GraphModule, example_inputs: list[Any],
-                      record: Callable[[torch.fx.GraphModule, bool], None]) -> Callable[..., Any]:
+                      record: Callable[[torch.fx.GraphModule, bool], None],
+                      autograd_cache: bool = False) -> Callable[..., Any]:
     """Compile ``gm`` with inductor, calling ``record(graph, is_backward)``
     with each graph inductor's inner compiler receives. A hit in the
-    AOTAutograd cache would skip the inner compiler (nothing recorded), so
-    that cache is off for this compile; inductor's FX graph cache still applies."""
+    AOTAutograd cache skips the inner compiler (nothing recorded), so by
+    default that cache is off for this compile; inductor's FX graph cache
+    still applies. ``autograd_cache=True`` (explain, which reports the
+    caches' real outcomes) leaves it as the user has it."""
     # Heavy (imports all of inductor): only when a graph is lowered with it.
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -190,8 +198,65 @@ def inductor_lowering(gm: torch.fx.GraphModule, example_inputs: list[Any],
         record(graph, bool(kwargs.get("is_backward")))
         return compile_fx_inner(graph, inputs, **kwargs)
 
+    if autograd_cache:
+        return compile_fx(gm, example_inputs, inner_compile=inner)
     with functorch_config().patch(enable_autograd_cache=False):
         return compile_fx(gm, example_inputs, inner_compile=inner)
+
+
+# -- compile caches (what explain reports per graph) ---------------------------------
+# torch logs one structured-trace artifact per cache lookup, named
+# ``<prefix><state>`` (state: hit, miss, bypass; the FX graph cache also
+# "disabled" in its event log, but logs no artifact then), with a JSON payload
+# (``cache_bypass_reason``, ``time_saved_ns`` / ``time_saved_ms``, ``key``).
+# The same names on 2.11-2.15 (grep "fx_graph_cache_{cache_state}").
+CACHE_ARTIFACT_PREFIXES = {"fx_graph_cache_": "fx_graph", "aotautograd_cache_": "aot_autograd"}
+CACHE_STATES = ("hit", "miss", "bypass")
+
+
+def structured_trace_logger() -> logging.Logger:
+    """torch's structured-trace logger (``TORCH_TRACE``, what tlparse reads).
+    torch computes artifacts only while it has a handler; it never
+    propagates. Handlers are added through ``_hooks.recording_patches``."""
+    return logging.getLogger("torch.__trace")
+
+
+def cache_artifact(record: logging.LogRecord) -> tuple[str, str, dict[str, Any], str | None] | None:
+    """``(cache, state, payload, compile id)`` for a structured-trace record
+    that is a compile-cache outcome (cache: "fx_graph" or "aot_autograd";
+    state: "hit", "miss" or "bypass"), else None."""
+    metadata = getattr(record, "metadata", None)
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("artifact"), dict):
+        return None
+    name = str(metadata["artifact"].get("name", ""))
+    for prefix, cache in CACHE_ARTIFACT_PREFIXES.items():
+        state = name[len(prefix):] if name.startswith(prefix) else None
+        if state in CACHE_STATES:
+            break
+    else:
+        return None
+    try:
+        payload = json.loads(getattr(record, "payload", None) or "{}")
+    except ValueError:
+        payload = {}
+    cid = None  # as current_compile_id() spells it (no attempt: graphs are keyed so)
+    if metadata.get("frame_id") is not None:
+        cid = f"{metadata['frame_id']}/{metadata.get('frame_compile_id')}"
+    return cache, state, payload if isinstance(payload, dict) else {}, cid
+
+
+def compile_cache_settings() -> dict[str, Any]:
+    """Whether inductor's FX graph cache and the AOTAutograd cache are on
+    (locally), and the directory they use, read without side effects
+    (torch's ``cache_dir()`` creates the directory and sets the variable)."""
+    off = bool(getattr(importlib.import_module("torch.compiler.config"), "force_disable_caches", False))
+    ind, fun = inductor_config(), functorch_config()
+    return {
+        "fx_graph": bool(ind.fx_graph_cache) and not off,
+        "aot_autograd": bool(getattr(fun, "enable_autograd_cache", False)) and not off,
+        "force_disable_caches": off,
+        "dir": os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()),
+    }
 
 
 # -- worlds ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@ recording on, then print its graph breaks, recompiles and collectives.
 
 Every torch.compile in the script is covered: it gets a recording backend
 that lowers graphs like aot_eager (so the collectives DTensor inserts are
-visible), in place of the script's own backend. Under torchrun each rank
+visible; --backend inductor compiles with inductor and also reports each
+graph's FX graph and AOTAutograd cache outcome), in place of the script's own
+backend. Under torchrun each rank
 records its own report; rank 0 prints it with the differences between the
 ranks' graphs. Exit status: the script's, or 1 if it raised.
 
@@ -30,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the report as JSON (under torchrun: FILE with .rankN per rank)")
     parser.add_argument("--compare-stock", action="store_true",
                         help="run the script a second time with stock torch and show both side by side")
-    parser.add_argument("--backend", choices=("aot_eager", "eager"), default="aot_eager",
-                        help="how recorded graphs run (eager: faster, no post-AOTAutograd collectives)")
+    parser.add_argument("--backend", choices=("aot_eager", "eager", "inductor"), default="aot_eager",
+                        help="how recorded graphs run (eager: faster, no post-AOTAutograd collectives; "
+                             "inductor: also each graph's compile-cache hit/miss/bypass)")
     parser.add_argument("--rank-timeout", type=float, default=300.0, metavar="S",
                         help="how long rank 0 waits for the other ranks' reports (default 300)")
     parser.add_argument("script", help="the Python script to run")

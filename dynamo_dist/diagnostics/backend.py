@@ -37,17 +37,20 @@ class RecordingBackend:
     ``tolerant=True`` (``explain``: nothing may fail the user's program): a
     graph ``on_graph`` returned None for, or that AOTAutograd cannot lower,
     runs as captured (``on_error(token, exception)`` is told why).
+    ``autograd_cache=True`` (inductor): the AOTAutograd cache stays on (a
+    hit then records no post-AOT graph); off by default, so every graph is seen.
     """
 
     def __init__(self, backend: str = "aot_eager", *, allowed: tuple[str, ...] = BACKENDS,
                  on_graph: Callable[[torch.fx.GraphModule], Any] | None = None,
                  on_stage: Callable[[Any, torch.fx.GraphModule, str], None] | None = None,
                  on_error: Callable[[Any, BaseException], None] | None = None,
-                 tolerant: bool = False, name: str | None = None) -> None:
+                 tolerant: bool = False, name: str | None = None, autograd_cache: bool = False) -> None:
         if backend not in allowed:
             raise ValueError(f"backend must be one of {allowed}, not {backend!r}")
         self.backend = backend
         self.on_graph, self.on_stage, self.on_error, self.tolerant = on_graph, on_stage, on_error, tolerant
+        self.autograd_cache = autograd_cache
         if name is not None:
             self.__name__ = name
         self.dynamo_graphs: list[torch.fx.GraphModule] = []
@@ -78,7 +81,8 @@ class RecordingBackend:
             if self.backend == "aot_eager":
                 return O.aot_eager_lowering(gm, example_inputs, lambda g: self._record(token, g, False),
                                             lambda g: self._record(token, g, True))
-            return O.inductor_lowering(gm, example_inputs, lambda g, bw: self._record(token, g, bw))
+            return O.inductor_lowering(gm, example_inputs, lambda g, bw: self._record(token, g, bw),
+                                       autograd_cache=self.autograd_cache)
         except O.RestartAnalysis:
             raise
         except Exception as e:

@@ -12,7 +12,9 @@ compiled program, in user terms.
 Both compile every graph with a recording backend that lowers it like
 ``aot_eager`` (``backend="eager"`` skips AOTAutograd: faster, but the
 collectives DTensor inserts are then not visible), as ``torch._dynamo.explain``
-also replaces the backend with its own.
+also replaces the backend with its own. ``backend="inductor"`` compiles with
+inductor, caches as the user has them, and reports each graph's FX graph and
+AOTAutograd cache outcome (hit, miss, or bypass and why).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def explain(fn: Callable[..., Any], *, backend: str = "aot_eager",
     dynamo_dist, and returns an ``ExplainReport``: every graph break (user
     file and line, gb_type, explanation, hints, plugin or stock), every
     recompile (the failed guard in user terms), each captured graph's
-    collectives and input/output counts. ``compare_stock=True`` runs ``fn``
+    collectives and input/output counts (``backend="inductor"``: also its
+    compile-cache outcomes, ``graph.cache``). ``compare_stock=True`` runs ``fn``
     a second time with the plugin uninstalled (``report.stock``); its errors
     are recorded, not raised.
 

@@ -5,8 +5,11 @@
   ``torch._dynamo.utils.get_compilation_metrics()``, one row per frame compile;
 - dynamo_dist's guards: ``guards/_notes.py`` (for recompile reasons in user terms);
 - graphs: a recording backend that sees every Dynamo graph and, lowering it
-  like ``aot_eager``, the forward/backward graphs AOTAutograd makes (where
-  DTensor's collectives first appear).
+  like ``aot_eager`` (or with inductor), the forward/backward graphs
+  AOTAutograd makes (where DTensor's collectives first appear);
+- compile caches (lowering ``inductor`` only): the hit / miss / bypass
+  artifacts inductor and AOTAutograd log to torch's structured trace (what
+  ``TORCH_TRACE`` / tlparse show), with their reasons (``caches.py``).
 
 ``Recorder`` is a context manager that changes these for its duration only
 and puts every logger level, handler and limit back on exit. Nothing it does
@@ -28,12 +31,13 @@ from .._compat import observe as O
 from .._compat import dynamo_logs as L
 from ..guards import _notes
 from . import breaks as B
+from . import caches as K
 from .backend import RecordingBackend
 from .graphs import collectives_in
 from .guard_terms import describe_value, strip_scope, summarize
 from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
 
-LOWERINGS = ("aot_eager", "eager")
+LOWERINGS = ("aot_eager", "eager", "inductor")
 _METRICS_LIMIT = 1_000_000  # keep every row of a recorded run
 
 
@@ -49,14 +53,35 @@ class _BreakHandler(logging.Handler):
             pass
 
 
+class _CacheHandler(logging.Handler):
+    """Structured-trace records -> ``CacheEvents.add`` (compile-cache outcomes only)."""
+
+    def __init__(self, on_event: Callable[[str, str, str, dict], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self.on_event = on_event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            found = O.cache_artifact(record)
+            if found is not None:
+                cache, state, payload, cid = found
+                self.on_event(cid or O.current_compile_id(), cache, state, payload)
+        except Exception:
+            pass
+
+
 class Recorder:
     """``with Recorder() as rec: ...`` then ``rec.report()``."""
 
     def __init__(self, lowering: str = "aot_eager") -> None:
+        # inductor: the AOTAutograd cache stays as the user has it, so the
+        # outcomes reported are the real compile's (on a hit, AOTAutograd
+        # traces nothing: the graph's forward/backward are then not seen).
         self.backend = RecordingBackend(lowering, allowed=LOWERINGS, on_graph=self.add_graph,
                                         on_stage=self.add_stage, on_error=self._not_lowered, tolerant=True,
-                                        name=f"dynamo_dist_explain_{lowering}")
+                                        name=f"dynamo_dist_explain_{lowering}", autograd_cache=True)
         self.lowering = lowering
+        self.caches = K.CacheEvents()
         self._logs: list[tuple[str, str]] = []
         self._graphs: list[CapturedGraph] = []
         # compile id -> {stripped source: (kind, summary)}
@@ -73,7 +98,10 @@ class Recorder:
         self._before = {id(m) for m in O.compilation_metrics()}
         # Every change to torch (graph-break logger, duplicate checker,
         # compile-metrics limit, suppress_errors) is one reversible Patches.
-        self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT)
+        # Only inductor consults the compile caches: only then is the
+        # structured trace (which costs its payloads) switched on.
+        trace = _CacheHandler(self.caches.add) if self.lowering == "inductor" else None
+        self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT, trace)
         _notes.add_listener(self._on_note)
         self._stack = contextlib.ExitStack()
         self._stack.callback(self._finish)
@@ -120,6 +148,8 @@ class Recorder:
                 stages=["dynamo"],
                 code=gm.code.strip(),
             )
+            if self.lowering == "inductor":
+                self.caches.settings[compile_id] = O.compile_cache_settings()
             self._note_dtensor_inputs(compile_id, nodes)
             self._graphs.append(graph)
             return graph
@@ -144,6 +174,7 @@ class Recorder:
                 graph.collectives = []  # post-AOT graphs replace the Dynamo graph's list
             graph.stages.append(stage)
             graph.collectives.extend(found)
+            self.caches.stage_starts(graph.compile_id, stage)
         except Exception:
             pass
 
@@ -186,6 +217,10 @@ class Recorder:
         for graph in self._graphs:
             graph.function, graph.file, graph.line = frames.get(graph.compile_id, ("?", "?", 0))
         report.graphs = list(self._graphs)
+        if self.lowering == "inductor":
+            for graph in report.graphs:
+                _safely(self.caches.fill, graph, mode)
+            report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
         report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
                          for cid, notes in self.notes.items()}
         return report

@@ -85,11 +85,18 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
         out += table(["compile", "function", "error"],
                      [[f.compile_id, f"{f.function} ({_where(f.file, f.line)})", f.error] for f in r.failures])
     out += ["", f"Graphs ({len(r.graphs)})"]
-    out += table(["graph", "function", "inputs", "outputs", "ops", "seen", "collectives"],
+    cached = r.backend == "inductor"  # only inductor consults the compile caches: else no cache column
+    out += table(["graph", "function", "inputs", "outputs", "ops", "seen", "collectives"] + ["cache"] * cached,
                  [[g.compile_id, f"{g.function} ({_where(g.file, g.line)})", g.inputs, g.outputs, g.ops,
-                   "+".join(g.stages), len(g.collectives)] for g in r.graphs]) if r.graphs else ["  none"]
+                   "+".join(g.stages), len(g.collectives)] + [_cache_summary(g.cache)] * cached
+                  for g in r.graphs]) if r.graphs else ["  none"]
     notes = [f"  {g.compile_id}: {g.note}" for g in r.graphs if g.note]
     out += notes
+    if cached:
+        rows = [[g.compile_id, _CACHE_NAMES.get(o.cache, o.cache), o.stage or "both",
+                 f"{o.state}: {o.reason}" if o.reason else o.state] for g in r.graphs for o in g.cache]
+        out += ["", f"Compile caches ({len(rows)} lookups; cache dir {r.cache_dir})"]
+        out += table(["graph", "cache", "stage", "outcome"], rows) if rows else ["  none logged"]
     rows = [[g.compile_id, x.stage, x.op, x.group, _ranks(x.ranks), _shape(x.shape), x.dtype,
              "?" if x.bytes_per_rank is None else x.bytes_per_rank] for g in r.graphs for x in g.collectives]
     out += ["", f"Collectives ({len(rows)}; bytes each rank sends, ring algorithm)"]
@@ -107,6 +114,18 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
             out.append(f"  stock torch: the compiled program raised {r.stock.error}")
         out += ["", "-" * 40, ""] + _lines(r.stock, with_stock=False)
     return out
+
+
+_CACHE_NAMES = {"aot_autograd": "AOTAutograd", "fx_graph": "FX graph"}
+_STAGE_SHORT = {"forward": "fw", "backward": "bw"}
+
+
+def _cache_summary(outcomes: list[Any]) -> str:
+    """``AOT miss, FX fw miss, bw miss``: one graph's lookups in a table cell."""
+    aot = [o.state for o in outcomes if o.cache == "aot_autograd"]
+    fx = [f"{_STAGE_SHORT.get(o.stage, o.stage)} {o.state}".strip() for o in outcomes if o.cache == "fx_graph"]
+    parts = [f"AOT {'/'.join(aot)}"] * bool(aot) + [f"FX {', '.join(fx)}"] * bool(fx)
+    return ", ".join(parts) or "-"
 
 
 def _ranks(ranks: list[int] | None) -> str:

@@ -47,6 +47,17 @@ class Recompile:
 
 
 @dataclass
+class CacheOutcome:
+    """One compile-cache lookup for a graph (backend inductor only)."""
+
+    cache: str  # "aot_autograd" or "fx_graph"
+    stage: str  # "forward" / "backward" for the FX graph cache, "" for AOTAutograd's (both stages)
+    state: str  # "hit", "miss" or "bypass"
+    reason: str = ""  # in plain words (for hit: the compile time it saved)
+    detail: str = ""  # torch's own reason, as it logged it (bypass)
+
+
+@dataclass
 class CapturedGraph:
     compile_id: str
     function: str
@@ -59,6 +70,7 @@ class CapturedGraph:
     stages: list[str] = field(default_factory=list)  # graphs seen: dynamo, forward, backward
     code: str = ""
     note: str = ""  # e.g. why no post-AOT graph was captured
+    cache: list[CacheOutcome] = field(default_factory=list)  # inductor only: the compile caches' outcomes
 
 
 @dataclass
@@ -85,6 +97,7 @@ class ExplainReport:
     error: str | None = None  # the compiled program raised this
     stock: ExplainReport | None = None  # compare_stock: the same run without the plugin
     rank_differences: list[str] = field(default_factory=list)
+    cache_dir: str | None = None  # inductor: where the FX graph and AOTAutograd caches live
 
     @property
     def collectives(self) -> list[Collective]:

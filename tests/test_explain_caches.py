@@ -1,0 +1,140 @@
+"""explain with inductor reports each graph's compile-cache outcomes (issue 13):
+a miss in a fresh cache dir, a hit in a second process, bypasses in plain
+words, and nothing for backends that use no cache. Inductor compiles cost
+seconds each: the programs are the tiniest DTensor ones."""
+
+import json
+import logging
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.distributed.tensor import DTensor, Replicate, Shard
+
+import dynamo_dist
+from dynamo_dist.testing import make_mesh
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Forward and backward: one AOTAutograd lookup and two FX-graph lookups.
+PROGRAM = """
+import torch
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from dynamo_dist.testing import fake_world, make_mesh
+
+
+def scatter(x, mesh):
+    return DTensor.from_local(x, mesh, (Replicate(),)).redistribute(mesh, (Shard(0),)).to_local()
+
+
+with fake_world(4, 1):
+    mesh = make_mesh((4,), ("tp",))
+    x = torch.ones(8, 3, requires_grad=True)
+    torch.compile(scatter)(x, mesh).sum().backward()
+"""
+
+
+def explain_in_a_new_process(script: pathlib.Path, cache_dir: pathlib.Path, out: pathlib.Path) -> tuple[dict, str]:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "dynamo_dist", "explain", "--backend", "inductor", "--json",
+                           str(out), str(script)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def outcomes(report: dict) -> list[tuple[str, str, str]]:
+    [graph] = report["graphs"]
+    return [(o["cache"], o["stage"], o["state"]) for o in graph["cache"]]
+
+
+def test_miss_in_a_fresh_cache_dir_then_hit_in_a_second_process(tmp_path):
+    script, cache_dir = tmp_path / "prog.py", tmp_path / "inductor_cache"
+    script.write_text(PROGRAM)
+    first, text = explain_in_a_new_process(script, cache_dir, tmp_path / "first.json")
+    assert outcomes(first) == [("aot_autograd", "", "miss"), ("fx_graph", "forward", "miss"),
+                               ("fx_graph", "backward", "miss")]
+    reason = first["graphs"][0]["cache"][0]["reason"]
+    assert reason.startswith(f"no entry for this key in {cache_dir} (first compile of this graph")
+    assert first["cache_dir"] == str(cache_dir)
+    assert "AOT miss, FX fw miss, bw miss" in " ".join(text.split())  # the graphs table (cell may wrap)
+    assert "Compile caches (3 lookups" in text
+    assert [c["stage"] for c in first["graphs"][0]["collectives"]] == ["backward"]  # traced: collectives seen
+
+    second, text = explain_in_a_new_process(script, cache_dir, tmp_path / "second.json")
+    assert outcomes(second) == [("aot_autograd", "", "hit"), ("fx_graph", "forward", "hit"),
+                                ("fx_graph", "backward", "hit")]
+    assert all(o["reason"].startswith("saved ") for o in second["graphs"][0]["cache"])
+    # AOTAutograd loaded the graphs: nothing was traced, and the report says so.
+    assert second["graphs"][0]["stages"] == ["dynamo"] and "AOTAutograd cache hit" in second["graphs"][0]["note"]
+    assert "AOT hit, FX fw hit, bw hit" in " ".join(text.split())
+
+
+def forward_only(x, mesh):
+    return DTensor.from_local(x, mesh, (Shard(0),)).redistribute(mesh, (Replicate(),)).to_local()
+
+
+@pytest.mark.usefixtures("world8")
+def test_bypass_reasons_in_plain_words(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    mesh = make_mesh((8,), ("tp",))
+    trace = logging.getLogger("torch.__trace")  # torch's structured trace: explain listens there
+    before = (list(trace.handlers), trace.propagate)
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        report = dynamo_dist.explain(forward_only, backend="inductor")(torch.ones(2, 3), mesh)
+    assert (trace.handlers, trace.propagate) == before
+    [graph] = report.graphs
+    assert [(o.cache, o.stage, o.state) for o in graph.cache] == [("aot_autograd", "", "bypass"),
+                                                                  ("fx_graph", "forward", "bypass")]
+    aot, fx = graph.cache
+    assert aot.reason.startswith("the FX graph cache is off (torch._inductor.config.fx_graph_cache=False)")
+    assert aot.detail == "FX graph cache is not enabled"  # torch's words, kept
+    assert fx.reason == "FX graph cache disabled (torch._inductor.config.fx_graph_cache=False)"
+    text = " ".join(str(report).split())
+    assert "AOT bypass, FX fw bypass" in text and "bypass: FX graph cache disabled" in text
+    assert json.loads(json.dumps(report.to_dict()))["graphs"][0]["cache"][1]["state"] == "bypass"
+
+    # A function AOTAutograd cannot key (a closure put in the graph as a call).
+    def flip(t):
+        return t.t()
+
+    allowed = torch._dynamo.allow_in_graph(flip)
+
+    def calls_closure(x):
+        return allowed(x)
+
+    report = dynamo_dist.explain(calls_closure, backend="inductor")(torch.ones(2, 3))
+    [aot, *fx] = report.graphs[0].cache
+    assert (aot.cache, aot.state) == ("aot_autograd", "bypass")
+    assert aot.reason == ("the graph calls a function the AOTAutograd cache cannot key: "
+                          f"`flip` (a closure in {__name__})")
+    assert [(o.stage, o.state) for o in fx] == [("forward", "miss")]
+
+
+@pytest.mark.usefixtures("world8")
+def test_backends_without_caches_report_none():
+    mesh = make_mesh((8,), ("tp",))
+    report = dynamo_dist.explain(forward_only, backend="eager")(torch.ones(2, 3), mesh)
+    assert report.graphs[0].cache == [] and report.cache_dir is None
+    assert "Compile caches" not in str(report) and "cache" not in str(report).split("Graphs")[1].splitlines()[1]
+
+
+
+def test_dtensor_closure_bypass_points_at_the_plugin():
+    # What stock Dynamo's DTensor.from_local closure makes AOTAutograd log
+    # (torch 2.11 without the plugin; later releases' stock graphs differ).
+    from dynamo_dist.diagnostics.caches import describe
+    from dynamo_dist.diagnostics.report import PLUGIN, STOCK
+
+    raw = ("Unsupported call_function target <function TorchInGraphFunctionVariable._get_handlers.<locals>."
+           "handle_from_local.<locals>.fn_with_prim_types at 0x7f0>. \n Function module: "
+           "torch._dynamo.variables.torch, \nFunction name: prim from_local")
+    reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
+    assert reason == ("the graph calls a function the AOTAutograd cache cannot key: `prim from_local` (a closure "
+                      "in torch._dynamo.variables.torch); dynamo_dist bakes DTensor calls as baked_ops.call — "
+                      "is the plugin installed?")
+    assert detail == raw.splitlines()[0]
+    reason, _ = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", PLUGIN)
+    assert reason.endswith("a DTensor call dynamo_dist did not bake (please report it)")
