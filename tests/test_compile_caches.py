@@ -1,10 +1,11 @@
-"""Warm start: a DTensor program compiled with the plugin hits inductor's FX
-graph cache and the AOTAutograd cache in the next process, on every rank;
-never for a program whose mesh groups or rank coordinate differ.
+"""Warm start in a fake world: a DTensor program compiled with the plugin
+hits inductor's FX graph cache and the AOTAutograd cache in the next
+process; never for a program whose mesh groups or rank coordinate differ.
 
 Every compile runs in a fresh process (``cache_programs.py``) with its own
 ``TORCHINDUCTOR_CACHE_DIR``; inductor compiles, so these are slow (~10 s a
-process on 2 cores).
+process on 2 cores). Gloo worlds, ``compile_on_one_rank``, cache artifacts:
+``test_compile_caches_worlds.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_dist.testing import run_in_gloo_world
 
-import cache_programs
 
 ROOT = Path(__file__).resolve().parent.parent
 FORWARD_AND_BACKWARD = 2  # FX graphs per compiled frame (one AOTAutograd entry)
@@ -74,13 +73,6 @@ def test_mesh_over_other_groups_misses(warm_tp_mlp):
     assert_all_miss(run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1))
 
 
-def test_stock_bypasses_or_misses(tmp_path):
-    """Without the plugin the second process does not hit (what the plugin fixes)."""
-    run_fresh(tmp_path, program="tp_mlp", rank=3, plugin=False)
-    warm = run_fresh(tmp_path, program="tp_mlp", rank=3, plugin=False)
-    assert warm["outcomes"]["aot_autograd"]["hit"] == 0
-
-
 def test_other_coordinate_misses_and_stays_right(tmp_path):
     """A graph that keeps this rank's rows: rank 2's process must not reuse
     rank 3's entry (it would return rank 3's rows); rank 3 again hits."""
@@ -90,33 +82,3 @@ def test_other_coordinate_misses_and_stays_right(tmp_path):
     assert_all_miss(rank2)
     assert rank2["out"] != rank3["out"]
     assert_all_hit(run_fresh(tmp_path, program="reshard", rank=3))
-
-
-def test_save_and_load_cache_artifacts(tmp_path):
-    """``torch.compiler.save_cache_artifacts()`` after a compile, loaded into a
-    fresh process with an empty cache dir: every graph hits, same values."""
-    artifacts = tmp_path / "artifacts.bin"
-    cold = run_fresh(tmp_path / "first", program="reshard", save_artifacts=str(artifacts))
-    assert artifacts.stat().st_size > 0
-    warm = run_fresh(tmp_path / "second", program="reshard", load_artifacts=str(artifacts))
-    assert_all_hit(warm)
-    assert warm["out"] == cold["out"]
-
-
-def test_every_gloo_rank_hits_in_the_next_world(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    for run in run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
-        assert_all_miss(run)
-    for run in run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
-        assert_all_hit(run)
-        assert run["same_as_eager"]
-
-
-def test_compile_on_one_rank_shares_one_entry(tmp_path, monkeypatch):
-    """Under compile_on_one_rank the graphs are the same on every rank: rank 0
-    compiles, rank 1 (started once rank 0's entries are on disk) hits them."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    rank0, rank1 = run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp", True, True)
-    assert_all_miss(rank0)
-    assert_all_hit(rank1)
-    assert len(list((tmp_path / "aotautograd").iterdir())) == 1
