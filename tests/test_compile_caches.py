@@ -70,7 +70,13 @@ def test_mesh_over_other_groups_misses(warm_tp_mlp):
     """The same layout over other process groups (other group names in its
     collectives): a new compile, never the stored graph."""
     cache, _ = warm_tp_mlp
-    assert_all_miss(run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1))
+    run = run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1)
+    fx, aot = run["outcomes"]["fx_graph"], run["outcomes"]["aot_autograd"]
+    assert (aot["hit"], aot["miss"], aot["bypass"]) == (0, 1, 0), run["outcomes"]
+    # The forward holds the all-reduce, naming its group: it cannot hit. The
+    # backward (no collective here) may, soundly: on 2.11 its code and inputs
+    # do not mention the mesh (2.12+ pass the mesh in, so it misses there).
+    assert fx["miss"] >= 1 and fx["bypass"] == 0, run["outcomes"]
 
 
 def test_other_coordinate_misses_and_stays_right(tmp_path):
