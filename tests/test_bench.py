@@ -34,7 +34,7 @@ def test_meta_and_progress(quick):
     assert meta["command"].startswith("python -m dynamo_dist bench --quick")
     assert meta["machine"]["torch"].startswith(RUNNING) and meta["machine"]["cores"] >= 1
     assert "[1/" in proc.stderr and "compile_time" in proc.stderr  # progress lines on stderr
-    for heading in ("Trace + compile time", "Guard cost", "Recompiles", "Step time", "Summary"):
+    for heading in ("Trace + compile time", "Guard cost", "Recompiles", "Step time", "Warm start", "Summary"):
         assert heading in proc.stdout
 
 
@@ -80,7 +80,31 @@ def test_step_time(quick):
             assert "skipped" in r or "ms" in r
 
 
+def test_warm_start(quick):
+    """Fresh processes really used the caches: the cold runs (empty cache
+    dir) miss everything, the plugin's warm runs hit everything: both FX
+    graphs (forward, backward) and the AOTAutograd entry."""
+    rows = quick[0]["warm_start"]
+    assert rows and all("error" not in r for r in rows), rows
+    for r in rows:
+        for phase in ("cold", "warm"):
+            for side in ("stock", "plugin"):
+                assert _positive(r[phase][f"{side}_s"]), (phase, side, r)
+                runs = r["caches"][phase][side]
+                assert len(runs) == r[f"{phase}_repeats"] >= 1
+                if phase == "cold":
+                    for run in runs:
+                        assert run["fx_graph"]["hit"] == run["aot_autograd"]["hit"] == 0, run
+                        assert run["fx_graph"]["miss"] == 2 * r["ranks"], run
+                        assert run["aot_autograd"]["miss"] == r["ranks"], run
+        for run in r["caches"]["warm"]["plugin"]:
+            assert run["fx_graph"] == {"hit": 2 * r["ranks"], "miss": 0, "bypass": 0}, run
+            assert run["aot_autograd"] == {"hit": r["ranks"], "miss": 0, "bypass": 0}, run
+        assert _positive(r["warm"]["ratio"])
+
+
 def test_doc_is_stamped(quick):
     _, _, doc = quick
+    assert "<!-- bench-warm:begin -->" in doc  # warm start: a block (and stamp) of its own
     assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m dynamo_dist bench" in doc
     assert f"torch {RUNNING}" in doc

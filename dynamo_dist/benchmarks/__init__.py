@@ -7,6 +7,8 @@ One module per family, plus the shared timing machinery:
 - ``recompiles``: compile count and correctness on a workload varying its inputs;
 - ``step_time``: training-step time on real gloo (and NCCL) worlds, against the
   hand-written local-tensor version in ``handwritten``;
+- ``warm_start``: the first step of a new process from a cold and a warm
+  inductor cache (FX-graph and AOTAutograd cache outcomes), one process per sample;
 - ``_timing``: medians, alternating rounds, paired ratios, stock/plugin switching;
 - ``suite`` (configurations, the run) and ``report`` (tables, docs/BENCHMARKS.md).
 

@@ -9,6 +9,12 @@ from typing import Any
 
 DOC_MARKER = "bench"
 README_MARKER = "bench-summary"
+# Warm start has blocks of its own (its own stamp): ``--only warm_start``
+# rewrites them without touching the other sections' figures, and back.
+WARM = "warm_start"
+WARM_DOC_MARKER = "bench-warm"
+WARM_README_MARKER = "bench-warm-summary"
+WARM_GOAL = 0.5  # plugin warm first step / stock warm first step
 
 
 def _f(value: Any, digits: int = 2) -> str:
@@ -83,6 +89,56 @@ def step_table(rows: list[dict[str, Any]]) -> str:
     return "\n\n".join(part for part in (table, "\n".join(sorted(set(skipped)))) if part)
 
 
+def _world(r: dict[str, Any]) -> str:
+    return {"fake": "fake x8, rank 3", "gloo": f"gloo x{r['ranks']}", "none": "none"}.get(r["world"], r["world"])
+
+
+def _model(r: dict[str, Any]) -> str:
+    return "control: mlp, not parallelized" if r["model"] == "control" else r["model"]
+
+
+def _outcomes(runs: list[dict[str, dict[str, int]]]) -> str:
+    """The cache outcomes of a side's runs (one text when every run agreed)."""
+    from .warm_start import outcome_text
+
+    texts = list(dict.fromkeys(outcome_text(c) for c in runs))
+    return " / ".join(texts) if texts else "-"
+
+
+def warm_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["model", "world", "cold: stock (s)", "cold: plugin (s)", "warm: stock (s)", "warm: plugin (s)",
+         "warm: plugin / stock", "CPU: warm plugin / stock", "warm caches: stock", "warm caches: plugin",
+         "runs (cold, warm)"],
+        [[_model(r), _world(r), _f(r["cold"].get("stock_s")), _f(r["cold"].get("plugin_s")),
+          _f(r["warm"].get("stock_s")), _f(r["warm"].get("plugin_s")), _f(r["warm"]["ratio"]),
+          _f(r["warm_cpu"]["ratio"]), _outcomes(r["caches"]["warm"].get("stock", [])),
+          _outcomes(r["caches"]["warm"].get("plugin", [])), f"{r['cold_repeats']}, {r['warm_repeats']}"]
+         for r in rows],
+    )
+
+
+def _full_hit(runs: list[dict[str, dict[str, int]]]) -> bool:
+    return bool(runs) and all(c[o] == 0 for run in runs for c in run.values() for o in ("miss", "bypass"))
+
+
+def warm_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        warm = r["warm"]
+        figure = (f"plugin / stock {warm['ratio']:.2f} (plugin {warm['plugin_s']:.2f} s, stock "
+                  f"{warm['stock_s']:.2f} s); plugin {_outcomes(r['caches']['warm'].get('plugin', []))}")
+        if r["model"] == "control":
+            # Nothing distributed: both sides hit; the row shows what a full hit costs.
+            met = all(_full_hit(r["caches"]["warm"].get(side, [])) for side in ("stock", "plugin"))
+            out.append([f"warm start, {_model(r)}", figure, "full hits on both sides", "yes" if met else "no"])
+            continue
+        met = warm["ratio"] <= WARM_GOAL and _full_hit(r["caches"]["warm"].get("plugin", []))
+        out.append([f"warm start, {r['model']}, {_world(r)}, inductor", figure,
+                    f"<= {WARM_GOAL} and full hits", "yes" if met else "no"])
+    return out
+
+
 def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if "error" not in r]
 
@@ -103,6 +159,9 @@ def tables(result: dict[str, Any]) -> str:
     if result.get("step_time"):
         parts.append("### 4. Step time (median ms per training step; ratios to the hand-written version)\n\n"
                      + step_table(result["step_time"]))
+    if result.get(WARM):
+        parts.append("### 5. Warm start (first step of a new process, forward + backward, inductor; median s)\n\n"
+                     + warm_table(result[WARM]))
     return "\n\n".join(parts)
 
 
@@ -170,6 +229,7 @@ def summary(result: dict[str, Any]) -> str:
                          f"plugin / hand-written {ratio['plugin']:.2f} (CPU {_f(cpu.get('plugin'))}; "
                          f"stock {ratio['stock']:.2f}, eager {ratio['eager']:.2f})", "<= 1.05",
                          "yes" if ratio["plugin"] <= 1.05 else "no"])
+    rows += warm_summary_rows(result.get(WARM, []))
     return _table(["benchmark", "figure", "goal", "met"], rows)
 
 
@@ -198,6 +258,15 @@ the README's summary table):
 """
 
 
+def _select(result: dict[str, Any], warm: bool) -> dict[str, Any]:
+    """``result`` with only the warm-start section (``warm``) or only the others."""
+    return {k: v for k, v in result.items() if k == "meta" or (k == WARM) == warm}
+
+
+def _has(result: dict[str, Any]) -> bool:
+    return any(k != "meta" for k in result)
+
+
 def doc_block(result: dict[str, Any], note: str = "") -> str:
     parts = ["## Latest run", stamp(result)]
     if note:
@@ -207,28 +276,49 @@ def doc_block(result: dict[str, Any], note: str = "") -> str:
     return "\n\n".join(parts)
 
 
+def warm_doc_block(result: dict[str, Any], note: str = "") -> str:
+    parts = [stamp(result), note, summary(result), tables(result), failures(result)]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _ensure_block(text_: str, marker: str) -> str:
+    if f"<!-- {marker}:begin -->" not in text_:
+        text_ = text_.rstrip("\n") + f"\n\n<!-- {marker}:begin -->\n<!-- {marker}:end -->\n"
+    return text_
+
+
 def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
-    """Rewrite the generated block of ``path`` (created from a skeleton if
-    missing); the hand-written text around the markers is kept."""
+    """Rewrite the generated blocks of ``path`` (created from a skeleton if
+    missing) for the sections ``result`` holds: the warm-start section its
+    own block, the others the main one; the hand-written text around the
+    markers is kept."""
     from ..coverage.tables import replace_block
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
-    if f"<!-- {DOC_MARKER}:begin -->" not in text_:
-        text_ = text_.rstrip("\n") + f"\n\n<!-- {DOC_MARKER}:begin -->\n<!-- {DOC_MARKER}:end -->\n"
+    for warm, marker, block in ((False, DOC_MARKER, doc_block), (True, WARM_DOC_MARKER, warm_doc_block)):
+        part = _select(result, warm)
+        if _has(part):
+            text_ = replace_block(_ensure_block(text_, marker), marker, block(part, note))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
-        f.write(replace_block(text_, DOC_MARKER, doc_block(result, note)))
+        f.write(text_)
 
 
 def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCHMARKS.md") -> None:
-    """Rewrite the README's summary block (between ``bench-summary`` markers)."""
+    """Rewrite the README's summary blocks (``bench-summary``, and
+    ``bench-warm-summary`` for the warm-start section) for the sections
+    ``result`` holds."""
     from ..coverage.tables import replace_block
 
     with open(path) as f:
         text_ = f.read()
     meta, m = result["meta"], result["meta"]["machine"]
     load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
-    body = (f"{summary(result)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
-            f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
+    for warm, marker in ((False, README_MARKER), (True, WARM_README_MARKER)):
+        part = _select(result, warm)
+        if _has(part):
+            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
+                    f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
+            text_ = replace_block(text_, marker, body)
     with open(path, "w") as f:
-        f.write(replace_block(text_, README_MARKER, body))
+        f.write(text_)

@@ -12,17 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _timing as T
-from . import compile_time, guard_cost, recompiles, step_time
+from . import compile_time, guard_cost, recompiles, step_time, warm_start
 
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time")
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start")
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
-           "step_time": step_time}
+           "step_time": step_time, "warm_start": warm_start}
 
 
 @dataclass(frozen=True)
 class Config:
     """How much of everything to run. ``FULL`` for the figures, ``QUICK`` as a
-    smoke test (tiny sizes, few repetitions, no inductor, 2-rank world)."""
+    smoke test (tiny sizes, few repetitions, 2-rank world, inductor only
+    where the section is about it: warm start)."""
 
     quick: bool
     compile_size: str  # model size (_models.model_config) for the compile-time benchmark
@@ -39,16 +40,27 @@ class Config:
     step_repeats: int
     step_steps: int  # steps per step-time sample
     step_timeout: float  # seconds a spawned world may take
+    # Warm start: one fresh process per sample, so few samples (cold ones cost most).
+    warm_size: str
+    warm_models: tuple[str, ...]
+    warm_worlds: tuple[str, ...]  # "fake" and/or "gloo" (bench --warm-gloo adds it)
+    warm_control: bool  # also the unparallelized MLP, in no world
+    warm_cold_repeats: int
+    warm_repeats: int
+    warm_timeout: float  # seconds one sample's process may take
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
               compile_repeats=9, model_compile_repeats=5, backends=("eager", "aot_eager", "inductor"),
               guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(1, 2, 4),
-              step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800)
+              step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800,
+              warm_size="small", warm_models=("mlp", "transformer"), warm_worlds=("fake",), warm_control=True,
+              warm_cold_repeats=1, warm_repeats=3, warm_timeout=900)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
-               step_timeout=300)
+               step_timeout=300, warm_size="tiny", warm_models=("mlp",), warm_worlds=("fake",), warm_control=False,
+               warm_cold_repeats=1, warm_repeats=1, warm_timeout=300)
 
 
 def machine() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Benchmark dynamo_dist against stock torch: trace + compile time, guard cost
-per call, recompiles on a varying workload, and step time on real gloo worlds
-against a hand-written local-tensor version (``--quick``: a smoke test).
+per call, recompiles on a varying workload, step time on real gloo worlds
+against a hand-written local-tensor version, and the first step of a new
+process with a cold and a warm inductor cache (``--quick``: a smoke test).
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -13,6 +14,7 @@ the sides. Regenerate the published figures with:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -28,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update-readme", metavar="PATH", help="rewrite the benchmark summary in this README")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--warm-gloo", action="store_true",
+                        help="warm_start: also the real 2-rank gloo world (each rank compiles; slow)")
     parser.add_argument("--from-json", metavar="FILE", help="do not run: report a result saved with --json")
     parser.add_argument("--note", default="", help="a line added under the stamp in the doc (e.g. the machine load)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -40,6 +44,8 @@ def command_line(args: argparse.Namespace) -> str:
         words.append("--quick")
     if args.only:
         words += ["--only", *args.only]
+    if args.warm_gloo:
+        words.append("--warm-gloo")
     for flag, value in (("--json", args.json), ("--write-doc", args.write_doc),
                         ("--update-readme", args.update_readme)):
         if value:
@@ -55,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             result = json.load(f)
     else:
         cfg = suite.QUICK if args.quick else suite.FULL
+        if args.warm_gloo:
+            cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
         result = suite.run(cfg, tuple(args.only or suite.SECTIONS), command=command_line(args), quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
