@@ -19,6 +19,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from dynamo_dist._compat import caches
+
 
 
 def _tp_mlp(mesh):
@@ -45,16 +47,6 @@ def _reshard(mesh):
 # name -> (builder, whether it communicates: a fake world's collectives leave
 # their outputs undefined, so only gloo worlds compare such values).
 PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False)}
-
-
-def _outcomes() -> dict:
-    from dynamo_dist._compat import caches
-
-    counters = torch._dynamo.utils.counters
-    out: dict = {}
-    for (cache, outcome), (group, key) in caches.CACHE_COUNTERS.items():
-        out.setdefault(cache, {})[outcome] = counters[group][key]
-    return out
 
 
 def _step(fn, x) -> list:
@@ -103,7 +95,7 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
                                                for a, b in zip(eager, compiled))
     worst = max(float((a - b).abs().max()) for a, b in zip(eager, compiled))
     defined = not (communicates and dist.get_backend() == "fake")
-    return {"outcomes": _outcomes(), "same_as_eager": bool(same) if defined else None,
+    return {"outcomes": caches.outcome_counts(), "same_as_eager": bool(same) if defined else None,
             "out": compiled[0].tolist() if defined else None, "max_difference": worst,
             "first_step_s": round(seconds, 2), "rank": dist.get_rank()}
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from torch._dynamo.utils import counters
+
 from .distributed import DeviceMesh
 
 # (owner, attribute) or None on a release without it (2.11).
@@ -43,6 +45,15 @@ CACHE_COUNTERS: dict[tuple[str, str], tuple[str, str]] = {
     ("aot_autograd", "miss"): ("aot_autograd", "autograd_cache_miss"),
     ("aot_autograd", "bypass"): ("aot_autograd", "autograd_cache_bypass"),
 }
+
+
+def outcome_counts() -> dict[str, dict[str, int]]:
+    """``{cache: {outcome: count}}`` counted so far in this process (caches
+    ``fx_graph``, ``aot_autograd``; outcomes ``hit``, ``miss``, ``bypass``)."""
+    out: dict[str, dict[str, int]] = {}
+    for (cache, outcome), (group, key) in CACHE_COUNTERS.items():
+        out.setdefault(cache, {})[outcome] = int(counters[group][key])
+    return out
 
 
 def codecache() -> Any:

@@ -34,7 +34,15 @@ import tempfile
 import time
 from typing import Any, Callable
 
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+from .._compat.caches import outcome_counts
+from ..demo.models import build_model, local_input, make_input
+from ..worlds import fake_world, make_mesh, run_in_gloo_world
 from . import _timing as T
+from ._models import model_config, train_step
 from ._timing import Task
 
 FAKE_WORLD = (8, 3)  # as compile_time: 8 ranks, seen from rank 3
@@ -48,32 +56,12 @@ OUTCOMES = ("hit", "miss", "bypass")
 # The child: one first step in this (fresh) process.
 
 
-def _cache_outcomes() -> dict[str, dict[str, int]]:
-    """{cache: {outcome: count}} from torch's counters in this process."""
-    from .._compat.caches import CACHE_COUNTERS
-    from .._compat.observe import dynamo_counters
-
-    counters = dynamo_counters()
-    out: dict[str, dict[str, int]] = {}
-    for (cache, outcome), (group, key) in CACHE_COUNTERS.items():
-        out.setdefault(cache, {})[outcome] = int(counters[group][key])
-    return out
-
-
 def first_step(side: str, model_name: str, size: str, mesh: Any,
                sync: Callable[[], Any] = lambda: None) -> dict[str, Any]:
     """Build the model (on ``mesh``; unparallelized when None), compile its
     training step with inductor and time the first step, forward + backward
     (``sync()`` first: on a real world every rank starts the clock together)."""
-    import torch
-
-    import dynamo_dist
-
-    from ..demo.models import build_model, local_input, make_input
-    from ._models import model_config, train_step
-
-    if side == T.PLUGIN:
-        dynamo_dist.install()
+    T.use(side)
     config = model_config(size)
     if mesh is None:
         model, x = build_model(model_name, config), make_input(config)
@@ -86,15 +74,11 @@ def first_step(side: str, model_name: str, size: str, mesh: Any,
     start, cpu = time.perf_counter(), T.cpu_seconds()
     compiled(model, x).backward()
     wall, cpu = time.perf_counter() - start, T.cpu_seconds() - cpu
-    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": _cache_outcomes()}
+    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": outcome_counts()}
 
 
 def _gloo_rank(side: str, model_name: str, size: str) -> dict[str, Any]:
     """One rank of the gloo world (module level: run in a spawned process)."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-
     torch.set_num_threads(1)  # the ranks share the machine's cores
     mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("tp",))
     return first_step(side, model_name, size, mesh, sync=dist.barrier)
@@ -107,20 +91,14 @@ def _sum_outcomes(per_rank: list[dict[str, dict[str, int]]]) -> dict[str, dict[s
 def child_main(side: str, world: str, model_name: str, size: str) -> dict[str, Any]:
     """One sample, in this process: the first step's wall and CPU seconds and
     the cache outcomes (gloo: the slowest rank's time, outcomes summed)."""
-    import torch
-
     torch.set_num_threads(1)  # as every benchmark process
     if world == "gloo":
-        from ..worlds import run_in_gloo_world
-
         ranks = run_in_gloo_world(_gloo_rank, GLOO_RANKS, side, model_name, size, timeout=900)
         return {"wall": max(r["wall"] for r in ranks), "cpu": max(r["cpu"] for r in ranks),
                 "frames": max(r["frames"] for r in ranks), "caches": _sum_outcomes([r["caches"] for r in ranks]),
                 "per_rank": ranks}
     if world == NO_WORLD:
         return first_step(side, "mlp" if model_name == CONTROL else model_name, size, None)
-    from ..worlds import fake_world, make_mesh
-
     with fake_world(*FAKE_WORLD):
         return first_step(side, model_name, size, make_mesh((2, 4), ("dp", "tp"))["tp"])
 
