@@ -21,7 +21,20 @@ def _snapshot():
         TensorVariable.__dict__["call_method"],
         TensorVariable.__dict__[_compat.TENSOR_GETATTR_SLOT],
         runtime_wrappers.gen_alias_from_base,
+        *_cache_hook_points(),
     )
+
+
+def _cache_hook_points() -> tuple:
+    """What the plugin changes for the compile caches (``_hooks._cache_key_patches``)."""
+    caches = _compat.caches
+    points = [caches.fx_cache_pickler().__dict__["__init__"], caches.hash_details().__dict__["__init__"],
+              *(loader.__dict__["unwrap"] for loader in caches.constants_loaders()),
+              dict(_compat.observe.inductor_config().unsafe_marked_cacheable_functions)]
+    if caches.MESH_STABLE_HASH is not None:
+        owner, name = caches.MESH_STABLE_HASH
+        points.append(owner.__dict__.get(name))
+    return tuple(points)
 
 
 def program(x, mesh):
