@@ -18,14 +18,17 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
 
-from dynamo_dist._compat import caches
-
+import dynamo_dist
+from dynamo_dist import _compat as C
+from dynamo_dist._compat import caches, observe
+from dynamo_dist.demo.models import SIZES, build_model, make_input
+from dynamo_dist.testing import fake_world, make_mesh
 
 
 def _tp_mlp(mesh):
-    from dynamo_dist.demo.models import SIZES, build_model, make_input
-
     config = SIZES["tiny"]
     model = build_model("mlp", config, mesh=mesh)
     return model, make_input(config)
@@ -35,7 +38,6 @@ def _reshard(mesh):
     """A graph that depends on this rank's coordinate: Replicate -> Shard(0)
     keeps this rank's rows (no communication), so a graph traced on another
     rank would return the wrong rows."""
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
     def f(x):
         d = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
@@ -44,24 +46,44 @@ def _reshard(mesh):
     return f, torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4).requires_grad_()
 
 
+def _rows_of(mesh):
+    """The same compiled code for every DTensor input: its rows of ``Shard(0)``."""
+
+    def f(d):
+        return d.redistribute(mesh, [Shard(0)]).to_local() * 2
+
+    return f
+
+
+def _input_placed(placement):
+    """``_rows_of`` on a DTensor input whose local tensor is the same (8, 4)
+    whatever ``placement`` is: only the placement tells the two programs apart
+    (Replicate: this rank's 2 rows, with no communication; Shard(0): all 8)."""
+
+    def build(mesh):
+        local = torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4).requires_grad_()
+        return _rows_of(mesh), DTensor.from_local(local, mesh, [placement], run_check=False)
+
+    return build
+
+
 # name -> (builder, whether it communicates: a fake world's collectives leave
 # their outputs undefined, so only gloo worlds compare such values).
-PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False)}
+PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False),
+            "replicate_input": (_input_placed(Replicate()), False),
+            "shard0_input": (_input_placed(Shard(0)), False)}
 
 
 def _step(fn, x) -> list:
     """Forward + backward: the output, the input's gradient (if it needs one)
     and each parameter's local gradient (which are then reset)."""
-    from torch.distributed.tensor import DTensor
-
     x = x.detach().clone().requires_grad_(x.requires_grad)
     out = fn(x)
     out.sum().backward()
-    values = [out.detach()] + ([x.grad] if x.requires_grad else [])
+    grads = ([x.grad] if x.requires_grad else []) + [p.grad for p in getattr(fn, "parameters", lambda: [])()]
     for p in getattr(fn, "parameters", lambda: [])():
-        values.append(p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad)
         p.grad = None
-    return values
+    return [out.detach()] + [g.to_local() if isinstance(g, DTensor) else g for g in grads]
 
 
 def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
@@ -69,9 +91,6 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
                 before_compile=lambda: None) -> dict:
     """Compile ``program`` on ``mesh`` (inductor), run it and eager; return
     the cache outcomes, whether compiled == eager, and the compiled values."""
-    import dynamo_dist
-    from dynamo_dist import _compat as C
-
     if plugin:
         dynamo_dist.install()
     C.one_rank_config().compile_on_one_rank = one_rank
@@ -91,9 +110,10 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
         with open(save_artifacts, "wb") as f:
             f.write(saved[0])
     # torch.testing.assert_close's float32 tolerances (inductor fuses, eager does not).
-    same = len(eager) == len(compiled) and all(torch.allclose(a, b, rtol=1.3e-6, atol=1e-5)
+    same = len(eager) == len(compiled) and all(a.shape == b.shape and torch.allclose(a, b, rtol=1.3e-6, atol=1e-5)
                                                for a, b in zip(eager, compiled))
-    worst = max(float((a - b).abs().max()) for a, b in zip(eager, compiled))
+    worst = max((float((a - b).abs().max()) if a.shape == b.shape else float("inf"))
+                for a, b in zip(eager, compiled))
     defined = not (communicates and dist.get_backend() == "fake")
     return {"outcomes": caches.outcome_counts(), "same_as_eager": bool(same) if defined else None,
             "out": compiled[0].tolist() if defined else None, "max_difference": worst,
@@ -104,8 +124,6 @@ def fake_world_run(program: str, rank: int = 3, extra_groups: int = 0, **options
     """``program`` on ``mesh["tp"]`` of a (2, 4) mesh in a fake 8-rank world
     seen from ``rank``. ``extra_groups``: groups created before the mesh, so
     the mesh's groups get other names (the same layout over other groups)."""
-    from dynamo_dist.testing import fake_world, make_mesh
-
     with fake_world(8, rank):
         for _ in range(extra_groups):
             dist.new_group(list(range(8)))
@@ -123,15 +141,17 @@ def wait_for_aot_entry(cache_dir: str, timeout: float = 300.0) -> None:
         time.sleep(0.2)
 
 
-def gloo_rank_run(program: str, one_rank: bool = False, rank0_first: bool = False) -> dict:
+def gloo_rank_run(program: str, one_rank: bool = False, rank0_first: bool = False,
+                  own_group: bool = False) -> dict:
     """``program`` on a 1-D mesh over a 2-rank gloo world. ``rank0_first``:
     rank 1 starts compiling only once rank 0's entries are on disk (rank 0
-    compiles, the others hit)."""
-    from dynamo_dist.testing import make_mesh
-
-    from dynamo_dist._compat import observe
-
-    mesh = make_mesh((2,), ("tp",))
+    compiles, the others hit). ``own_group``: the mesh is built over a new
+    group of both ranks (an equal mesh layout over another group than the
+    world's, which a mesh spanning the world uses otherwise)."""
+    if own_group:
+        mesh = DeviceMesh.from_group(dist.new_group([0, 1]), "cpu", mesh_dim_names=("tp",))
+    else:
+        mesh = make_mesh((2,), ("tp",))
     if not rank0_first:
         return run_program(program, mesh, one_rank=one_rank)
     cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"]

@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-
-
 ROOT = Path(__file__).resolve().parent.parent
 FORWARD_AND_BACKWARD = 2  # FX graphs per compiled frame (one AOTAutograd entry)
 
@@ -88,3 +86,17 @@ def test_other_coordinate_misses_and_stays_right(tmp_path):
     assert_all_miss(rank2)
     assert rank2["out"] != rank3["out"]
     assert_all_hit(run_fresh(tmp_path, program="reshard", rank=3))
+
+
+def test_other_input_placement_misses_and_stays_right(tmp_path):
+    """The same code on a DTensor input with the same local tensor but another
+    placement (Replicate: this rank's rows are 2 of the 8; Shard(0): all 8 are
+    this rank's): a new compile, never the stored graph; the first hits its own."""
+    replicate = run_fresh(tmp_path, program="replicate_input", rank=3)
+    assert_all_miss(replicate)
+    shard = run_fresh(tmp_path, program="shard0_input", rank=3)
+    assert_all_miss(shard)
+    assert len(shard["out"]) == 8 and len(replicate["out"]) == 2
+    again = run_fresh(tmp_path, program="replicate_input", rank=3)
+    assert_all_hit(again)
+    assert again["out"] == replicate["out"]

@@ -55,7 +55,7 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(1, 2, 4),
               step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800,
               warm_size="small", warm_models=("mlp", "transformer"), warm_worlds=("fake",), warm_control=True,
-              warm_cold_repeats=1, warm_repeats=3, warm_timeout=900)
+              warm_cold_repeats=1, warm_repeats=5, warm_timeout=900)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
