@@ -80,8 +80,9 @@ def _step(fn, x) -> list:
     x = x.detach().clone().requires_grad_(x.requires_grad)
     out = fn(x)
     out.sum().backward()
-    grads = ([x.grad] if x.requires_grad else []) + [p.grad for p in getattr(fn, "parameters", lambda: [])()]
-    for p in getattr(fn, "parameters", lambda: [])():
+    params = list(getattr(fn, "parameters", lambda: [])())
+    grads = ([x.grad] if x.requires_grad else []) + [p.grad for p in params]
+    for p in params:
         p.grad = None
     return [out.detach()] + [g.to_local() if isinstance(g, DTensor) else g for g in grads]
 

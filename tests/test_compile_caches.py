@@ -48,6 +48,16 @@ def assert_all_miss(run: dict) -> None:
     assert run["same_as_eager"] is not False
 
 
+def assert_other_groups_miss(run: dict) -> None:
+    """A mesh of the same layout over other groups: the AOTAutograd entry
+    misses. The forward holds the all-reduce, naming its group: it cannot hit.
+    The backward (no collective here) may, soundly: on 2.11 its code and
+    inputs do not mention the mesh (2.12+ pass the mesh in, so it misses there)."""
+    fx, aot = run["outcomes"]["fx_graph"], run["outcomes"]["aot_autograd"]
+    assert (aot["hit"], aot["miss"], aot["bypass"]) == (0, 1, 0), run["outcomes"]
+    assert fx["miss"] >= 1 and fx["bypass"] == 0, run["outcomes"]
+
+
 @pytest.fixture(scope="module")
 def warm_tp_mlp(tmp_path_factory) -> tuple[Path, dict]:
     """A cache dir holding the TP MLP compiled on rank 3 (its cold run)."""
@@ -68,13 +78,7 @@ def test_mesh_over_other_groups_misses(warm_tp_mlp):
     """The same layout over other process groups (other group names in its
     collectives): a new compile, never the stored graph."""
     cache, _ = warm_tp_mlp
-    run = run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1)
-    fx, aot = run["outcomes"]["fx_graph"], run["outcomes"]["aot_autograd"]
-    assert (aot["hit"], aot["miss"], aot["bypass"]) == (0, 1, 0), run["outcomes"]
-    # The forward holds the all-reduce, naming its group: it cannot hit. The
-    # backward (no collective here) may, soundly: on 2.11 its code and inputs
-    # do not mention the mesh (2.12+ pass the mesh in, so it misses there).
-    assert fx["miss"] >= 1 and fx["bypass"] == 0, run["outcomes"]
+    assert_other_groups_miss(run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1))
 
 
 def test_other_coordinate_misses_and_stays_right(tmp_path):
