@@ -1,8 +1,7 @@
 """``python -m dynamo_dist [COMMAND]``; see ``dynamo_dist.cli``."""
 
-import sys
-
 from dynamo_dist.cli import main
+from dynamo_dist.cli.process import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+from dynamo_dist.cli.process import under_torchrun
+
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -275,10 +276,6 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
 # Launching.
 
 
-def _under_torchrun() -> bool:
-    return all(name in os.environ for name in TORCHRUN_VARS)
-
-
 def _config(args: argparse.Namespace):
     from dynamo_dist.demo.models import SIZES
 
@@ -298,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     if args.steps < 2:
         print("demo: --steps must be at least 2 (the first step compiles)", file=sys.stderr)
         return 2
-    torchrun = _under_torchrun()
+    torchrun = under_torchrun()
     if torchrun:
         world = int(os.environ["WORLD_SIZE"])
     else:
