@@ -19,10 +19,14 @@ Hook points (torch 2.13, see DESIGN.md):
   it): a fallback for outputs that are views of DTensor inputs
   (``aot_alias.py``), which stock crashes on at run time.
 - ``BuiltinVariable.call_<builtin>`` named in ``C.BUILTIN_HOOKS`` (per
-  family: ``call_str`` on 2.11-2.13, ``call_repr`` and a new ``call_hash`` on
-  2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``, ``hash(mesh)`` fold
-  through the tracker's behaviour (those releases' builtins know only their
-  own types and break the graph; 2.14+'s dispatch to the tracker's slots).
+  family: ``call_str`` on 2.11-2.13, ``call_repr``, a new ``call_hash`` and
+  ``call_is_`` on 2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``,
+  ``hash(mesh)`` fold through the tracker's behaviour (those releases'
+  builtins know only their own types and break the graph; 2.14+'s dispatch
+  to the tracker's slots).
+- ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
+  ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
+  guards are ``variables.identity``'s.
 
 - Inputs that are sometimes an ``AsyncCollectiveTensor`` (only on a torch
   without upstream's fix, ``C.collective.NEEDS_BACKPORT``): ``_wrap`` traces
@@ -59,7 +63,7 @@ from torch.distributed import PrefixStore
 from . import _compat as C
 from ._compat import observe as O
 from . import aot_alias, baked_ops, cache_keys
-from .variables import dtensor, registry
+from .variables import dtensor, identity, registry
 from .variables.base import fold_builtin, folds_builtin
 
 _lock = threading.Lock()
@@ -193,6 +197,8 @@ def apply() -> None:
         C.stock.remember(original_wrap, original_create, hooked_types)
         for name, hook in builtin_hooks.items():
             _more_patches.set(C.BuiltinVariable, name, hook)
+        for module in C.IDENTITY_HOOK_POINTS:
+            _more_patches.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
         if C.AOT_CODEGEN_HOOK_POINT is not None:
             owner, name = C.AOT_CODEGEN_HOOK_POINT
             _more_patches.set(owner, name, _runtime_only_generated(getattr(owner, name)))
@@ -241,14 +247,29 @@ def remove() -> None:
 
 def _builtin_hook(name: str, ours: str, original: Any) -> Any:
     """``BuiltinVariable.call_<builtin>``: our trackers fold through their
-    behaviour ``ours``; anything else goes to the original handler (none: the
-    builtin's other handlers run, as if this one did not exist)."""
+    behaviour ``ours`` (``vt_is``: ``identity.fold_is``); anything else goes
+    to the original handler (none: the builtin's other handlers run, as if
+    this one did not exist)."""
     def call_builtin(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and folds_builtin(args, ours):
+        if ours == "vt_is":
+            same = identity.fold_is(*args) if not kwargs and len(args) == 2 else None
+            if same is not None:
+                return C.constant(same == (name == "call_is_"))
+        elif not kwargs and folds_builtin(args, ours):
             return fold_builtin(tx, args, ours, name)
         return original(self, tx, *args, **kwargs) if original is not None else None
 
     return call_builtin
+
+
+def _identity_compare(original: Any) -> Any:
+    """Dynamo's ``vt_identity_compare`` (2.12+): ``is`` with one of our
+    trackers is ``identity.fold_is``'s."""
+    def vt_identity_compare(left: Any, right: Any) -> Any:
+        answer = identity.fold_is_tracker(left, right)
+        return answer if answer is not None else original(left, right)
+
+    return vt_identity_compare
 
 
 def _reduce_mesh_for_cache_key(mesh: Any) -> tuple:

@@ -2,7 +2,7 @@
 shrunk example, checked by the property that found it."""
 
 import pytest
-from torch.distributed.tensor.placement_types import Replicate
+from torch.distributed.tensor.placement_types import Partial, Replicate
 
 from dynamo_dist.fuzzing.properties import check_guards, check_query, check_wild
 from dynamo_dist.fuzzing.specs import (
@@ -150,3 +150,41 @@ NOT_IN_MESH_ONE_RANK = QueryExample(
 
 def test_coordinate_of_a_mesh_without_this_rank_under_compile_on_one_rank():
     check_wild(NOT_IN_MESH_ONE_RANK)
+
+
+# `query` on 2.11 / 2.12 (stock too): the class of a placement built inside
+# the region was not its class: ``type(Shard(0)) is Shard`` compiled to False.
+# Fixed: the plugin owns the classes of tracked objects (``variables/classes.py``)
+# and ``is`` (``variables/identity.py``) on every release.
+_DP_TP = QueryInputs(MeshArg(MeshSpec((1, 1), ("dp", "tp")), copy=True), (Partial("sum"),), GroupArg())
+CLASS_OF_BUILT_PLACEMENT = [
+    query(World(1, 0), _DP_TP.mesh, _DP_TP.placements, _DP_TP.group,
+          ["v0 = type(Shard(0)) is Shard", "return x, (v0,)"]),
+    query(World(1, 0), _DP_TP.mesh, _DP_TP.placements, _DP_TP.group,
+          ["v0 = type(Replicate()) is Replicate", "v1 = Partial().__class__ is Partial",
+           "v2 = type(ps[0]) is type(Partial())", "return x, (v0, v1, v2)"]),
+]
+
+
+@pytest.mark.parametrize("example", CLASS_OF_BUILT_PLACEMENT, ids=["shrunk", "__class__, type of an input"])
+def test_class_of_a_placement_built_inside(example):
+    check_query(example)
+
+
+# `guards` on 2.11 / 2.12: an identity test whose answer cannot change
+# (``mesh.get_group(0) is pg``) pinned the mesh object, so an equal new mesh
+# recompiled (stock 2.11 does not). Fixed: a group taken from a guarded mesh
+# is fixed by the mesh guard's group names; only the answer's own inputs are
+# guarded (``variables/identity.py``).
+GROUP_OF_EQUAL_NEW_MESH = guard(World(1, 0), _DP_TP, _DP_TP, [
+    ("if mesh.get_group(0) is pg:", ("mesh", "pg")),
+    ("    v0 = Shard(0)", ()),
+    ("else:", ()),
+    ("    v0 = Shard(0)", ()),
+    ("    x = x * 1", ()),
+    ("return x, (v0,)", ()),
+])
+
+
+def test_identity_with_a_group_of_an_equal_new_mesh_does_not_recompile():
+    check_guards(GROUP_OF_EQUAL_NEW_MESH)

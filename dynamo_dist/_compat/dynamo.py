@@ -29,6 +29,25 @@ from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
 from torch._guards import CompileContext
 
+try:  # 2.13+: what get_real_python_backed_value answers for "no object"
+    from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
+except ImportError:  # pragma: no cover - 2.11 / 2.12
+    _NO_SUCH_SUBOBJ = object()
+NO_KNOWN_VALUE = object()
+
+# Where Dynamo decides ``a is b`` for two trackers (2.12+): the module globals
+# named ``vt_identity_compare`` that its handlers call (2.12 imports it from
+# ``object_protocol`` at each call, 2.13+ also bind it in ``builtin``). 2.11
+# has none: ``is`` reaches ``BuiltinVariable.call_is_`` (``slots.BUILTIN_HOOKS``).
+from torch._dynamo.variables import builtin as _builtin_module  # noqa: E402
+
+try:
+    from torch._dynamo.variables import object_protocol as _object_protocol  # noqa: E402
+except ImportError:  # pragma: no cover - 2.11
+    _object_protocol = None
+IDENTITY_HOOK_POINTS: tuple[Any, ...] = tuple(
+    m for m in (_object_protocol, _builtin_module) if m is not None and hasattr(m, "vt_identity_compare"))
+
 # After torch._dynamo (importing it first is a circular import inside torch).
 from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrappers  # noqa: E402
 
@@ -112,6 +131,21 @@ def is_tracker(x: Any) -> bool:
 
 def is_tensor(vt: Any) -> bool:
     return isinstance(vt, TensorVariable)
+
+
+def known_value(vt: VariableTracker) -> Any:
+    """The Python object ``vt`` stands for at trace time (a class, a
+    constant, a tracked object), else ``NO_KNOWN_VALUE``. 2.13+ trackers say it
+    themselves (``get_real_python_backed_value``, which 2.12 leaves to a few
+    trackers); others as a constant."""
+    real = getattr(vt, "get_real_python_backed_value", None)
+    value = real() if real is not None else _NO_SUCH_SUBOBJ
+    if value is not _NO_SUCH_SUBOBJ:
+        return value
+    try:
+        return vt.as_python_constant()
+    except NotImplementedError:
+        return NO_KNOWN_VALUE
 
 
 def list_items(vt: Any) -> list | None:
@@ -229,6 +263,18 @@ def guard_type(source: Any) -> None:
 def guard_attr_equals(source: Any, name: str) -> None:
     """C++ ``EQUALS_MATCH`` on ``source.name``."""
     install_guard(AttrSource(source, name).make_guard(GuardBuilder.EQUALS_MATCH))
+
+
+def guard_same_object(source_a: Any, source_b: Any, same: bool) -> None:
+    """The objects at two sources are (``same``) or are not the same object:
+    a relation no single-source guard can state (Dynamo's own
+    ``DUPLICATE_INPUT`` states only ``is``), checked after the others."""
+
+    def DYNAMO_DIST_SAME_OBJECT(builder: Any, guard: Any) -> None:
+        code = f"{builder.arg_ref(guard)} {'is' if same else 'is not'} {builder.arg_ref(source_b.name)}"
+        builder.add_python_lambda_leaf_guard_to_root([code], get_verbose_code_parts(code, guard))
+
+    install_guard(source_a.make_guard(DYNAMO_DIST_SAME_OBJECT))
 
 
 def guard_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:

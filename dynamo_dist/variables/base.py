@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from .. import _compat as C
 from .breaks import describe, graph_break, log, raise_like_eager
 from .folding import NO_VALUE, constant_args, real_value
+from .identity import Identity
 from .members import Kind, Member
 from .rebuild import CallMethod, GetAttr, Rebuild, step_for
 from .runtime_rank import tensor_in_graph
@@ -32,41 +33,11 @@ def _identity_hashed_without_guard(vt: Any) -> bool:
     return isinstance(vt, DistObjectVariable) and vt.vt_hash(None)[1] and vt.source is None
 
 
-def _same_derivation(left: Any, right: Any) -> bool:
-    # The same query on the same tracked object (``mesh.get_group(0) is
-    # mesh.get_group(0)``): the identity answer repeats on every equal object
-    # the guards admit.
-    a, b = left.rebuild, right.rebuild
-    return a is not None and b is not None and a.root is b.root and a.steps == b.steps
-
-
-def _identity_source(vt: Any) -> Any:
-    # The source whose object identity fixes ``vt``'s: its own, or that of the
-    # input it was derived from (``mesh.get_group(0)`` of the same mesh object
-    # is the same group).
-    if vt.source is not None:
-        return vt.source
-    root = vt.rebuild.root if vt.rebuild is not None else None
-    return root.source if isinstance(root, DistObjectVariable) else None
-
-
 def folds_builtin(args: tuple, ours: str) -> bool:
     """Whether ``fold_builtin`` answers for the builtin's ``args``: one of our
     trackers; for ``hash``, also a tuple holding one whose items are all known
-    now (2.11 / 2.12 cannot hash any tuple: ``hash(placements)`` would break);
-    for ``is`` two of ours with sources (or the same tracker)."""
-    if ours == "vt_is":
-        if len(args) != 2 or not any(isinstance(a, DistObjectVariable) for a in args):
-            return False
-        left, right = args
-        values = real_value(left), real_value(right)
-        if NO_VALUE in values:
-            return False
-        if any(inspect.isclass(v) for v in values):
-            return True  # a class's identity is its value (``type(p) is Shard``)
-        return (isinstance(left, DistObjectVariable) and isinstance(right, DistObjectVariable)
-                and (left is right or _same_derivation(left, right)
-                     or (_identity_source(left) is not None and _identity_source(right) is not None)))
+    now (2.11 / 2.12 cannot hash any tuple: ``hash(placements)`` would break).
+    (``is`` is ``identity.fold_is``'s.)"""
     if len(args) != 1:
         return False
     (vt,) = args
@@ -80,19 +51,8 @@ def folds_builtin(args: tuple, ours: str) -> bool:
 
 
 def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
-    """``str`` / ``repr`` / ``hash`` / ``is`` of our trackers (``folds_builtin``),
-    for the releases whose builtins never reach a tracker (``C.BUILTIN_HOOKS``)."""
-    if ours == "vt_is":
-        left, right = args
-        lv, rv = real_value(left), real_value(right)
-        if inspect.isclass(lv) or inspect.isclass(rv):
-            return C.constant((lv is rv) == (builtin == "call_is_"))
-        if left is not right and not _same_derivation(left, right):
-            # The answer holds for these very objects: pin their identities.
-            C.guard_identity(_identity_source(left))
-            C.guard_identity(_identity_source(right))
-        same = left is right or left.value is right.value
-        return C.constant(same if builtin == "call_is_" else not same)
+    """``str`` / ``repr`` / ``hash`` of our trackers (``folds_builtin``), for
+    the releases whose builtins never reach a tracker (``C.BUILTIN_HOOKS``)."""
     (tracker,) = args
     if ours != "vt_hash":
         return getattr(tracker, ours)(tx)
@@ -139,6 +99,10 @@ class DistObjectVariable(C.Tracker):
         self.rebuild = rebuild
 
     # -- identity ----------------------------------------------------------
+    def identity(self) -> Identity:
+        """What the guards fix of this object (``identity.fold_is``): its value."""
+        return Identity.BY_VALUE
+
     def python_type(self) -> type:
         return type(self.value)
 
@@ -232,6 +196,11 @@ class DistObjectVariable(C.Tracker):
 
     # -- members -----------------------------------------------------------
     def vt_getattr(self, tx: Any, name: str) -> Any:
+        if name == "__class__":  # the class tracker ``type(obj)`` gives
+            cls = type(self.value)
+            if self.source is not None:
+                return C.wrap_sourced(tx, C.attr_source(self.source, name), cls)
+            return C.SourcelessBuilder.create(tx, cls)
         member = self.MEMBERS.get(name)
         if member is None:
             return self.unknown_member(tx, name, None)

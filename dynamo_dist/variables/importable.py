@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _compat as C
+from .identity import Identity
 
 
 class ImportableObjectVariable(C.ValueTracker):
@@ -16,6 +17,9 @@ class ImportableObjectVariable(C.ValueTracker):
 
     def is_python_constant(self) -> bool:
         return True
+
+    def identity(self) -> Identity:
+        return Identity.PINNED  # a class or function is guarded as itself
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.value.__qualname__})"

@@ -14,7 +14,8 @@ from .. import _compat as C
 from .base import DistObjectVariable
 from .breaks import raise_like_eager
 from .folding import constant_args
-from .importable import ImportableObjectVariable
+from .identity import Identity
+from .classes import DistClassVariable
 from .members import PLACEMENT_MEMBERS
 from .wrap import register
 
@@ -26,6 +27,15 @@ is_builtin_placement_type = C.is_builtin_placement_type
 class PlacementVariable(DistObjectVariable):
     MEMBERS = PLACEMENT_MEMBERS
     LABEL = "Placement"
+    STATE = ("fresh",)
+
+    def __init__(self, value: Any, fresh: bool = False, **kwargs: Any) -> None:
+        super().__init__(value, **kwargs)
+        # Built by its constructor inside the region: a new object.
+        self.fresh = fresh
+
+    def identity(self) -> Identity:
+        return Identity.FRESH if self.fresh else Identity.BY_VALUE
 
     def is_python_constant(self) -> bool:
         # Placements are immutable values (stock registers them as opaque
@@ -69,8 +79,9 @@ class PlacementVariable(DistObjectVariable):
         return super().unknown_member(tx, name, call)
 
 
-class PlacementClassVariable(ImportableObjectVariable):
-    """A placement class: ``Shard(1)`` builds a tracked placement at trace time."""
+class PlacementClassVariable(DistClassVariable):
+    """A built-in placement class: ``Shard(1)`` builds a tracked placement at
+    trace time."""
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         value = getattr(self.value, name, None)
@@ -85,7 +96,19 @@ class PlacementClassVariable(ImportableObjectVariable):
             placement = cls(*pargs, **pkwargs)
         except Exception as e:  # Shard("x") raises TypeError in eager too
             raise_like_eager(tx, e)
-        return PlacementVariable(placement)
+        return PlacementVariable(placement, fresh=True)
+
+
+class UserPlacementClassVariable(DistClassVariable):
+    """A user's placement class (a ``Shard`` subclass, say): built as stock
+    builds it (its ``__init__`` traced), then tracked as a placement when
+    stock built a constant (2.11's in-tree tracker; 2.12+'s opaque value)."""
+
+    def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
+        built = super().call_function(tx, args, kwargs)
+        if isinstance(built, PlacementVariable) or not built.is_python_constant():
+            return built
+        return PlacementVariable(built.as_python_constant(), fresh=True)
 
 
 def _placement_tracker(value: Any, rebuild: Any) -> PlacementVariable:

@@ -8,6 +8,7 @@ import torch.distributed as dist
 
 from .. import _compat as C
 from .base import DistObjectVariable
+from .identity import Identity
 from .members import PROCESS_GROUP_MEMBERS
 from .runtime_rank import runtime_coordinate, runtime_rank_in
 from .wrap import register
@@ -24,6 +25,9 @@ class WorldHolderVariable(C.ValueTracker):
             return C.wrap_sourced(tx, C.attr_source(self.source, name), self.value.WORLD)
         return C.slot_method(C.stock_wrap(tx, self.source, self.value), "vt_getattr")(tx, name)
 
+    def identity(self) -> Identity:
+        return Identity.PINNED  # identity-guarded at its source
+
 
 class ProcessGroupVariable(DistObjectVariable):
     MEMBERS = PROCESS_GROUP_MEMBERS
@@ -34,6 +38,11 @@ class ProcessGroupVariable(DistObjectVariable):
         super().__init__(value, **kwargs)
         # (mesh, dim) when the group came from mesh.get_group(dim).
         self.mesh_dim = mesh_dim
+
+    def identity(self) -> Identity:
+        # Passed in: ID_MATCH. Taken from a mesh: the mesh guard holds the
+        # group's name, which resolves to one live group.
+        return Identity.PINNED if self.source is not None or self.rebuild is not None else Identity.BY_VALUE
 
     def vt_hash(self, tx: Any) -> tuple[int, bool]:
         # ProcessGroup hashes by identity: usable as a dict key inside the

@@ -12,12 +12,36 @@ from typing import Any
 from .. import _compat as C
 from .. import guards
 from .breaks import graph_break
+from .classes import DistClassVariable, is_tracked_class
 from .device_mesh import DeviceMeshVariable
 from .dtensor import DTensorFunctionVariable, dtensor_functions
 from .functions import DistFunctionVariable, dist_functions
-from .placement import PlacementClassVariable, PlacementVariable
+from .placement import PlacementClassVariable, PlacementVariable, UserPlacementClassVariable
 from .process_group import ProcessGroupVariable, WorldHolderVariable
-from .wrap import tracker_for  # noqa: F401  (the hooks' entry point for sourceless values)
+from .wrap import tracker_for as _instance_tracker_for
+
+
+# A tracked class (``is_tracked_class``) -> its tracker: the first row whose
+# test the class passes.
+CLASS_TRACKERS: tuple[tuple[Any, type], ...] = (
+    (lambda cls: issubclass(cls, C.Placement) and C.is_builtin_placement_type(cls), PlacementClassVariable),
+    (lambda cls: issubclass(cls, C.Placement), UserPlacementClassVariable),
+    (lambda cls: True, DistClassVariable),
+)
+
+
+def class_tracker(value: type, source: Any = None) -> Any:
+    """The tracker of a tracked class."""
+    tracker = next(kind for test, kind in CLASS_TRACKERS if test(value))
+    return tracker(value, source=source)
+
+
+def tracker_for(value: Any) -> Any:
+    """A tracker for a value built or derived during tracing (the hooks'
+    entry point for sourceless values), or None to leave it to stock."""
+    if is_tracked_class(value):
+        return class_tracker(value)
+    return _instance_tracker_for(value)
 
 
 def sourceless_types() -> list[type]:
@@ -52,9 +76,9 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> Any:
     if isinstance(value, C.Placement):
         guards.install_placement_guard(source, value)
         return PlacementVariable(value, source=source)
-    if inspect.isclass(value) and issubclass(value, C.Placement) and C.is_builtin_placement_type(value):
+    if is_tracked_class(value):
         guards.install_identity_guard(source)
-        return PlacementClassVariable(value, source=source)
+        return class_tracker(value, source)
     if inspect.isfunction(value):
         dt_name = dtensor_functions().get(value)
         if dt_name is not None:
