@@ -86,8 +86,11 @@ def test_reproducer_fails_on_its_own_for_a_broken_oracle(tmp_path, monkeypatch):
     assert len(report.failures) == 1, [f.error for f in report.failures]
     failure = report.failures[0]
     assert "broken oracle" in failure.error
-    # Shrunk: one statement computing a True answer.
-    assert failure.example.program.source.count("\n    v") == 1, failure.example.program.source
+    # Shrunk to a statement computing a True answer, with at most one other
+    # left beside it (Hypothesis's shrinker does not promise the minimum: an
+    # all-zero statement such as ``v0 = Shard(0)`` before the failing one can
+    # survive, depending on the seed and the grammar).
+    assert failure.example.program.source.count("\n    v") <= 2, failure.example.program.source
     script = failure.reproducer
     assert script is not None and script.exists()
     # The package under test (installed or on PYTHONPATH) must be importable by the script.

@@ -192,6 +192,11 @@ class _Builder:
             _Expr(f"{m.code}.get_group({i}) in {m.code}.get_all_groups()", "bool", t),
             _Expr(f"{m.code}.get_group({i}) is {m.code}.get_group({i})", "bool", t),
             _Expr(f"{m.code}.get_group({i}) is pg", "bool", t | {"pg"}),
+            _Expr(f"{m.code} is mesh", "bool", t),
+            _Expr(f"{m.code} is {self.mesh().code}", "bool", t),
+            _Expr(f"type({m.code}) is DeviceMesh", "bool", t),
+            _Expr(f"{m.code}.__class__ == DeviceMesh", "bool", t),
+            _Expr(f"type({m.code}.get_group({i})) is dist.ProcessGroup", "bool", t),
             _Expr(f"x + funcol.all_reduce(x, 'sum', ({m.code}, {i}))", "tensor", t),
         ]
         if m.names:
@@ -224,6 +229,7 @@ class _Builder:
             _Expr(f"{g.code} == {other.code}", "bool", t | other.touches),
             _Expr(f"{g.code} != {other.code}", "bool", t | other.touches),
             _Expr(f"{g.code} is {other.code}", "bool", t | other.touches),
+            _Expr(f"{g.code}.__class__ is type({other.code})", "bool", t | other.touches),
             _Expr(f"{{{g.code}: 1}}.get({other.code}, 0)", "int", t | other.touches),
             _Expr(f"x + funcol.all_reduce(x, 'sum', {g.code})", "tensor", t),
             _Expr(f"funcol.{C.ALL_GATHER_SINGLE}(x, 0, {g.code})", "tensor", t),
@@ -238,6 +244,7 @@ class _Builder:
         code, value, t = self.placement()
         code2, _, t2 = self.placement()
         d = self.draw(st.integers(0, self.tensor_ndim - 1))
+        cls = self.pick(["Shard", "Replicate", "Partial", "_StridedShard", "Placement"])
         ps_all = frozenset({"ps", "ps[*]"})
         opts = [
             _Expr(f"{code}.is_shard()", "bool", t),
@@ -265,6 +272,16 @@ class _Builder:
             _Expr(f"{code} in (Shard(0), Replicate(), Partial())", "bool", t),
             _Expr(f"len({{{code}, {code2}}})", "int", t | t2),
             _Expr(f"type({code}) is Shard", "bool", t),
+            # The class of a placement, asked every way (2.11 / 2.12 answered
+            # ``type(Shard(0)) is Shard`` False).
+            _Expr(f"type({code}) is {cls}", "bool", t),
+            _Expr(f"{code}.__class__ is {cls}", "bool", t),
+            _Expr(f"type({code}) == {cls}", "bool", t),
+            _Expr(f"type({code}) != {cls}", "bool", t),
+            _Expr(f"issubclass(type({code}), {cls})", "bool", t),
+            _Expr(f"type({code}) in ({cls}, Replicate)", "bool", t),
+            _Expr(f"type({code}) is type({code2})", "bool", t | t2),
+            _Expr(f"{code} is {code2}", "bool", t | t2 | ({"ps[is]"} if t and t2 else set())),
             _Expr(f"type({code}).__name__", "str", t),
             _Expr(f"{code}.is_shard({d - self.tensor_ndim})", "bool", t),
             _Expr(f'f"{{{code}}}-{{{code2}!r}}"', "str", t | t2),

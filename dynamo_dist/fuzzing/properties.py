@@ -122,7 +122,8 @@ def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str]) -> 
     - a process group argument, and the default group behind
       ``dist.get_rank()``/``dist.group.WORLD``: the object itself;
     - the placements tuple: its length once read, and the value (type and
-      fields) of each placement whose value was read.
+      fields) of each placement whose value was read; where ``is`` compared
+      two of them, which are the same object.
 
     An input object returned as it came in counts as read: Dynamo wraps
     every value it handles and the plugin guards what it wraps (an
@@ -141,6 +142,8 @@ def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str]) -> 
     for i, p in enumerate(ps):
         if "ps[*]" in touches or f"ps[{i}]" in touches:
             keys[f"ps[{i}]"] = placement_key(p)
+    if "ps[is]" in touches:  # ``ps[i] is ps[j]``: which placements are one object
+        keys["ps[is]"] = tuple(next(j for j, q in enumerate(ps) if q is p) for p in ps)
     return keys
 
 

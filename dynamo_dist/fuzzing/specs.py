@@ -123,7 +123,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, distribute_tensor
-from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+from torch.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 """
 
 
@@ -132,7 +132,8 @@ class Program:
     """A generated function: its source, and for each source line (1-based)
     the inputs it reads: ``"mesh"``, ``"pg"``, ``"world"`` (the default
     group), ``"ps"`` (the placements tuple), ``"ps[i]"`` (one of its
-    placements, read for its value), ``"ps[*]"`` (all of them)."""
+    placements, read for its value), ``"ps[*]"`` (all of them), ``"ps[is]"``
+    (which of them are the same object)."""
 
     source: str
     line_touches: tuple[tuple[int, frozenset[str]], ...] = ()
