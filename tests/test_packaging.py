@@ -35,3 +35,12 @@ def test_fuzz_without_hypothesis_says_which_extra_to_install():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'dynamo-dist[fuzz]'" in proc.stderr
+
+
+def test_import_prints_nothing():
+    """``import dynamo_dist`` is silent on every supported release (2.14+
+    warned on each import that ``is_opaque_type`` is deprecated)."""
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", "import dynamo_dist"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ("", "")

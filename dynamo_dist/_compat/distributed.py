@@ -24,10 +24,15 @@ def _dynamo_distributed_has(name: str) -> bool:
     return hasattr(_stock_dist_trackers, name)
 
 
-try:  # 2.12+
-    from torch._library.opaque_object import is_opaque_type as _is_opaque_type
+# Whether a class is registered with Dynamo as an opaque object: 2.14+ name
+# it ``is_custom_class`` (``is_opaque_type`` still answers there, with a
+# deprecation warning on every call); 2.12 / 2.13 ``is_opaque_type``; 2.11
+# has no registry.
+try:
+    from torch._library import opaque_object as _opaque_object
 except ImportError:  # pragma: no cover - 2.11
-    _is_opaque_type = None
+    _opaque_object = None
+_is_opaque_type = getattr(_opaque_object, "is_custom_class", None) or getattr(_opaque_object, "is_opaque_type", None)
 
 assert_async = torch._assert_async
 
