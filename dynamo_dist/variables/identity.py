@@ -18,7 +18,10 @@ Sides of different exact types are never the same object (each side's type is
 guarded). Otherwise the relation itself is guarded: ``m1 is m2`` between two
 inputs becomes the guard ``m1 is m2`` (or ``is not``); where a side has no
 source of its own (``m1["tp"] is m2["tp"]``), the inputs it derives from are
-pinned by identity. Two objects derived from the same one (``m["tp"] is
+pinned by identity. A side the program made from guarded values without a
+tracked input behind it (the placements of a DTensor computed in the region,
+which torch's own tuple comparisons test with ``is``) keeps the identity
+that code gave it, unguarded, as in stock. Two objects derived from the same one (``m["tp"] is
 m["tp"]``, ``m["dp", "tp"] is m``) answer the same for every object its
 guard admits.
 """
@@ -29,7 +32,7 @@ import enum
 from typing import Any
 
 from .. import _compat as C
-from .breaks import graph_break, log
+from .breaks import log
 
 
 class Identity(enum.Enum):
@@ -91,24 +94,18 @@ def fold_is(left: Any, right: Any) -> bool | None:
         return same
     if _same_root(left, right):
         return same
+    roots = identity_source(left), identity_source(right)
+    if None in roots:
+        # A side the program made from guarded values (the placements of a
+        # DTensor computed in the region): its identity follows that code.
+        return same
     if left.source is not None and right.source is not None:
         log.debug("guard: `%s` %s `%s`", left.source.name, "is" if same else "is not", right.source.name)
         C.guard_same_object(left.source, right.source, same)
         return same
-    for side in (left, right):
-        if identity_of(side) is Identity.PINNED:
-            continue
-        source = identity_source(side)
-        if source is None:
-            graph_break(
-                "identity of an object with no source",
-                f"{left} is {right}",
-                f"`is` compares {side}, which was neither passed in nor derived from an input, so no "
-                "guard can keep the answer true on later calls.",
-                ["Compare with `==` (equal meshes and placements are interchangeable), or pass both "
-                 "objects in as arguments."],
-            )
-        C.guard_identity(source)
+    for side, root in zip((left, right), roots):
+        if identity_of(side) is not Identity.PINNED:
+            C.guard_identity(root)
     return same
 
 
