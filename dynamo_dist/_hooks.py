@@ -24,6 +24,9 @@ Hook points (torch 2.13, see DESIGN.md):
   ``hash(mesh)`` fold through the tracker's behaviour (those releases'
   builtins know only their own types and break the graph; 2.14+'s dispatch
   to the tracker's slots).
+- ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.DTENSOR_SPEC_GUARD_POINT``): a
+  DTensor input's spec guard checks the same facts in time independent of
+  the world size (``guards/dtensor.py``).
 - ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
   ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
   guards are ``variables.identity``'s.
@@ -63,6 +66,7 @@ from torch.distributed import PrefixStore
 from . import _compat as C
 from ._compat import observe as O
 from . import aot_alias, baked_ops, cache_keys
+from .guards import dtensor as dtensor_guard
 from .variables import dtensor, identity, registry
 from .variables.base import fold_builtin, folds_builtin
 
@@ -199,6 +203,7 @@ def apply() -> None:
             _more_patches.set(C.BuiltinVariable, name, hook)
         for module in C.IDENTITY_HOOK_POINTS:
             _more_patches.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
+        _more_patches.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
         if C.AOT_CODEGEN_HOOK_POINT is not None:
             owner, name = C.AOT_CODEGEN_HOOK_POINT
             _more_patches.set(owner, name, _runtime_only_generated(getattr(owner, name)))

@@ -13,8 +13,9 @@ is wrong both ways (measured on 2.13, see docs/BENCHMARKS.md "Warm start"):
   the graph (group names in collectives, this rank's shard offsets).
 
 A mesh's identity here is the mesh guard's fingerprint (``guards.mesh``)
-without the coordinate: the fields ``DeviceMesh.__eq__`` compares and the
-group names per dim. The rank enters every key once, through
+without the coordinate: the fields ``DeviceMesh.__eq__`` compares (a long
+rank map as its digest, so a key's size does not grow with the world) and
+the group names per dim. The rank enters every key once, through
 :func:`rank_tag` (inductor's ``cache_key_tag``), unless rank answers are
 runtime ops (``compile_on_one_rank``, where every rank traces the same graph
 and one entry serves them all). So graphs stay the same text on every rank
@@ -32,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from . import _compat as C
-from .guards.mesh import mesh_fingerprint
+from .guards.mesh import known_fingerprint
 
 _PLAIN = (type(None), bool, int, float, str)
 _TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -45,7 +46,7 @@ def digest(text: str) -> str:
 def mesh_identity(mesh: Any) -> str:
     """The mesh's identity as stable text (the same in every process that
     builds the same mesh over the same groups)."""
-    cls, *rest = mesh_fingerprint(mesh, with_coordinate=False)
+    cls, *rest = known_fingerprint(mesh, with_coordinate=False)
     return repr((f"{cls.__module__}.{cls.__qualname__}", *rest))
 
 

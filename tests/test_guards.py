@@ -222,3 +222,57 @@ def test_mesh_guard_identity_fast_path_skips_the_fingerprint(world8, monkeypatch
     assert calls == []  # the same mesh object: one `is`, no field read
     cfn(x, copy.copy(mesh))
     assert len(calls) == 1 and counter.frame_count == 1
+
+
+# -- a DTensor input's spec guard: the same facts as stock's, at a cost
+# independent of the world size ----------------------------------------------
+
+def _dtensor_on(mesh, placements, dtype=torch.float32):
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(torch.ones(8, 4, dtype=dtype), mesh, placements)
+
+
+def test_dtensor_spec_guard_recompiles_exactly_when_the_spec_differs(world8):
+    import copy
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    other_groups = make_mesh((2, 4), ("dp", "tp"))
+
+    def fn(x):
+        return x.to_local() * 2
+
+    check_calls(fn, [
+        ((_dtensor_on(mesh, [Shard(0), Replicate()]),), True),
+        ((_dtensor_on(mesh, [Shard(0), Replicate()]),), False),  # a new DTensor, same spec
+        ((_dtensor_on(copy.copy(mesh), [Shard(0), Replicate()]),), False),  # an equal new mesh
+        ((_dtensor_on(mesh, [Replicate(), Replicate()]),), True),  # other placements
+        ((_dtensor_on(other_groups, [Shard(0), Replicate()]),), True),  # same layout, other groups
+        ((_dtensor_on(mesh, [Shard(0), Replicate()], torch.float64),), True),  # other dtype
+    ])
+
+
+def test_dtensor_spec_guard_never_compares_rank_maps(world8, monkeypatch):
+    """Stock's guard compares the live mesh with a deep copy on every call
+    (``DeviceMesh.__eq__``: the whole rank map); the plugin's checks identity,
+    and an equal new mesh's fingerprint once per mesh object."""
+    import copy
+
+    import dynamo_dist.guards.mesh as mesh_guard
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    x = _dtensor_on(mesh, [Shard(0), Replicate()])
+    cfn, counter = compiled(lambda x: x.to_local() + 1)
+    cfn(x)
+    eq_calls, fingerprints = [], []
+    monkeypatch.setattr(DeviceMesh, "__eq__", lambda a, b: eq_calls.append(1) or a is b)
+    original = mesh_guard.mesh_fingerprint
+    monkeypatch.setattr(mesh_guard, "mesh_fingerprint", lambda *a, **k: fingerprints.append(a) or original(*a, **k))
+    for _ in range(5):
+        cfn(x)
+    assert eq_calls == [] and fingerprints == []
+    y = _dtensor_on(copy.copy(mesh), [Shard(0), Replicate()])
+    for _ in range(5):
+        cfn(y)
+    assert eq_calls == [] and len(fingerprints) == 1  # the new mesh object, once
+    assert counter.frame_count == 1

@@ -277,17 +277,31 @@ def guard_same_object(source_a: Any, source_b: Any, same: bool) -> None:
     install_guard(source_a.make_guard(DYNAMO_DIST_SAME_OBJECT))
 
 
-def guard_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:
-    """A Python predicate guard: ``make_check(value_at_compile_time)`` returns
-    the per-call check; ``describe`` is shown as the recompile reason."""
+def predicate_guard(make_check: Callable[[Any], Callable[[Any], bool]],
+                    describe: Callable[[str, Any], str]) -> Callable[[Any, Any], None]:
+    """A guard-building function (what ``source.make_guard`` takes): at guard
+    build time ``make_check(value_at_compile_time)`` returns the per-call
+    check, and ``describe(source_name, value)`` the recompile reason shown
+    when it fails."""
 
     def DYNAMO_DIST_MATCH(builder: Any, guard: Any) -> None:
-        check = make_check(builder.get(guard))
+        value = builder.get(guard)
         builder.get_guard_manager(guard).add_lambda_guard(
-            check, get_verbose_code_parts(describe, guard), guard.user_stack
+            make_check(value), get_verbose_code_parts(describe(guard.name, value), guard), guard.user_stack
         )
 
-    install_guard(source.make_guard(DYNAMO_DIST_MATCH))
+    return DYNAMO_DIST_MATCH
+
+
+def guard_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:
+    """A Python predicate guard on ``source``: ``make_check(value_at_compile_time)``
+    returns the per-call check; ``describe`` is shown as the recompile reason."""
+    install_guard(source.make_guard(predicate_guard(make_check, lambda name, value: describe)))
+
+
+# Stock's guard on a DTensor input's spec (``x._spec``), which ``_hooks``
+# replaces while installed (``guards.dtensor``).
+DTENSOR_SPEC_GUARD_POINT: tuple[Any, str] = (GuardBuilder, "DTENSOR_SPEC_MATCH")
 
 
 def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -> None:

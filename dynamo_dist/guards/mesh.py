@@ -7,12 +7,24 @@ with the same shape but other groups, or another ndim, recompiles cleanly.
 
 from __future__ import annotations
 
+import hashlib
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from .. import _compat as C
 from ._lambda import install_predicate
 from ._notes import note
+
+
+# A rank map longer than this enters a fingerprint as its digest, so that
+# comparing and keying fingerprints costs the same on 8 ranks as on 65,536.
+_LONG = 32
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, tuple) and len(value) > _LONG:
+        return ("digest", len(value), hashlib.blake2b(repr(value).encode(), digest_size=16).hexdigest())
+    return value
 
 
 def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> tuple:
@@ -26,10 +38,41 @@ def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> tuple:
         type(mesh),
         # Every field this release's DeviceMesh.__eq__ compares (layout, rank
         # map, device type, dim names, thread id; 2.15: _preserve_rank_order).
-        C.mesh_eq_key(mesh),
+        tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
         C.mesh_dim_group_names(mesh),
         coordinate,
     )
+
+
+# The fingerprint of each live mesh object, computed once: a mesh does not
+# change after construction, and a guard that meets an equal new mesh on every
+# call (a submesh sliced each step) then pays for its fields once per object.
+_KNOWN: dict[tuple[int, bool], tuple] = {}
+
+
+def known_fingerprint(mesh: Any, with_coordinate: bool) -> tuple:
+    """``mesh_fingerprint`` of a constructed mesh, remembered while it lives."""
+    key = (id(mesh), with_coordinate)
+    found = _KNOWN.get(key)
+    if found is None:
+        found = _KNOWN[key] = mesh_fingerprint(mesh, with_coordinate)
+        weakref.finalize(mesh, _KNOWN.pop, key, None)
+    return found
+
+
+def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
+    """The per-call test that a mesh is ``mesh_now`` or equal to it with the
+    same groups (coordinate included unless ``compile_on_one_rank``, decided
+    now, as the graph was): one ``is`` when it is the same object."""
+    with_coordinate = not C.compile_on_one_rank()
+    expected = known_fingerprint(mesh_now, with_coordinate)
+    same = weakref.ref(mesh_now)
+    mesh_type = type(mesh_now)
+
+    def check(m: Any) -> bool:
+        return m is same() or (type(m) is mesh_type and known_fingerprint(m, with_coordinate) == expected)
+
+    return check
 
 
 def describe_mesh(mesh: Any) -> str:
@@ -41,24 +84,9 @@ def describe_mesh(mesh: Any) -> str:
 
 
 def install_mesh_guard(source: Any, mesh: Any) -> None:
-    def make_check(mesh_now: Any):
-        # Decided once, as the graph was: reading the config on every call
-        # cost more than the rest of the fingerprint (~2.5 us).
-        with_coordinate = not C.compile_on_one_rank()
-        expected = mesh_fingerprint(mesh_now, with_coordinate)
-        same = weakref.ref(mesh_now)
-        mesh_type = type(mesh_now)
-
-        def check(m: Any) -> bool:
-            # `is` first: the common case (same mesh object every step) costs
-            # one comparison; a rebuilt-but-equal mesh pays for the fingerprint.
-            return m is same() or (type(m) is mesh_type and mesh_fingerprint(m, with_coordinate) == expected)
-
-        return check
-
     install_predicate(
         source,
-        make_check,
+        same_mesh_check,
         f"dynamo_dist: `{source.name}` is the same {describe_mesh(mesh)}",
     )
     note(source, "mesh")

@@ -1,0 +1,45 @@
+"""The guard on a DTensor input's spec, in place of stock's ``DTENSOR_SPEC_MATCH``.
+
+Stock deep-copies the spec when it builds that guard, so on every call its
+``DTensorSpec._check_equals`` compares the live mesh with the copy, misses
+``DeviceMesh.__eq__``'s identity fast path and compares the whole rank map:
+O(world size) per DTensor input per call. This guard checks the same facts,
+the mesh (by identity, else by its fingerprint, computed once per mesh object,
+which also holds the process groups stock's comparison leaves out), the
+placements, the shard order and the dtype (shapes are the local tensor's own
+guards), at a cost that does not grow with the world.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import _compat as C
+from .mesh import describe_mesh, same_mesh_check
+
+
+def _dtype(spec: Any) -> Any:
+    meta = spec.tensor_meta
+    return None if meta is None else meta.dtype
+
+
+def spec_check(spec_now: Any) -> Callable[[Any], bool]:
+    """The per-call test that a spec is ``spec_now``'s equal (as stock's
+    ``_check_equals(skip_shapes=True)``, the mesh's groups included)."""
+    same_mesh = same_mesh_check(spec_now.mesh)
+    placements, shard_order, dtype = spec_now.placements, spec_now.shard_order, _dtype(spec_now)
+
+    def check(spec: Any) -> bool:
+        return (same_mesh(spec.mesh) and spec.placements == placements and spec.shard_order == shard_order
+                and _dtype(spec) == dtype)
+
+    return check
+
+
+def describe_spec(name: str, spec: Any) -> str:
+    return (f"dynamo_dist: `{name}` has placements {tuple(spec.placements)}, dtype {_dtype(spec)} "
+            f"on the same {describe_mesh(spec.mesh)}")
+
+
+# What ``_hooks`` puts at ``C.DTENSOR_SPEC_GUARD_POINT`` while installed.
+DTENSOR_SPEC_GUARD = C.predicate_guard(spec_check, describe_spec)
