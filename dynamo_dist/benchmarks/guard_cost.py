@@ -139,39 +139,43 @@ class _Side:
 CALLS_DIVISOR = {"TP transformer block forward": 10}
 
 
+def overhead(fn: Callable[..., Any], argsets: list[tuple], backend: str, calls: int, repeats: int,
+             progress: Callable[[str], None]) -> dict[str, Any]:
+    """Per-call cost of ``fn`` compiled over its bare graph, stock and plugin
+    alternating, in the current world (under ``torch.no_grad`` if wanted)."""
+    sides = {side: _Side(side, fn, argsets, backend) for side in (T.STOCK, T.PLUGIN)}
+    for side in sides.values():  # warm-up
+        side.sample(min(calls, 1000))
+    full, bare, extra = T.Comparison(), T.Comparison(), T.Comparison()
+    for r, side in T.rounds((T.STOCK, T.PLUGIN), repeats):
+        progress(f"{side} {r + 1}/{repeats}")
+        f, b = sides[side].sample(calls)
+        full.add(side, f)
+        bare.add(side, b)
+        extra.add(side, f - b)
+    graph_inputs = {s: [type(a).__name__ for a in sides[s].bare_args] for s in sides}
+    del sides
+    T.use(T.STOCK)
+    return {
+        "calls": calls,
+        "repeats": repeats,
+        "graph_inputs": graph_inputs,
+        "full_us": {s: full.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "bare_us": {s: bare.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "overhead_us": {s: extra.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
+        "overhead_ratio": extra.ratio(T.PLUGIN, T.STOCK),
+        "full_ratio": full.ratio(T.PLUGIN, T.STOCK),
+        "samples_overhead_us": {s: [v * 1e6 for v in vs] for s, vs in extra.samples.items()},
+    }
+
+
 def measure(name: str, calls: int, repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
     from ..worlds import fake_world
 
     fn, make_args, backend = CASES[name]
     calls = max(100, calls // CALLS_DIVISOR.get(name, 1))
     with fake_world(*WORLD), torch.no_grad():
-        argsets = make_args()
-        sides = {side: _Side(side, fn, argsets, backend) for side in (T.STOCK, T.PLUGIN)}
-        for side in sides.values():  # warm-up
-            side.sample(min(calls, 1000))
-        full, bare, overhead = T.Comparison(), T.Comparison(), T.Comparison()
-        for r, side in T.rounds((T.STOCK, T.PLUGIN), repeats):
-            progress(f"{side} {r + 1}/{repeats}")
-            f, b = sides[side].sample(calls)
-            full.add(side, f)
-            bare.add(side, b)
-            overhead.add(side, f - b)
-        graph_inputs = {s: [type(a).__name__ for a in sides[s].bare_args] for s in sides}
-        del sides
-        T.use(T.STOCK)
-    return {
-        "name": name,
-        "backend": backend,
-        "calls": calls,
-        "repeats": repeats,
-        "graph_inputs": graph_inputs,
-        "full_us": {s: full.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
-        "bare_us": {s: bare.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
-        "overhead_us": {s: overhead.median(s) * 1e6 for s in (T.STOCK, T.PLUGIN)},
-        "overhead_ratio": overhead.ratio(T.PLUGIN, T.STOCK),
-        "full_ratio": full.ratio(T.PLUGIN, T.STOCK),
-        "samples_overhead_us": {s: [v * 1e6 for v in vs] for s, vs in overhead.samples.items()},
-    }
+        return {"name": name, "backend": backend, **overhead(fn, make_args(), backend, calls, repeats, progress)}
 
 
 def tasks(cfg: Any) -> list[Task]:

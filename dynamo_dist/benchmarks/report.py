@@ -12,9 +12,14 @@ README_MARKER = "bench-summary"
 # Warm start has blocks of its own (its own stamp): ``--only warm_start``
 # rewrites them without touching the other sections' figures, and back.
 WARM = "warm_start"
-WARM_DOC_MARKER = "bench-warm"
 WARM_README_MARKER = "bench-warm-summary"
 WARM_GOAL = 0.5  # plugin warm first step / stock warm first step
+SCALE = "scale"
+SCALE_GOAL = 1.1  # plugin's cost at the largest world / at the smallest
+# Sections with blocks of their own (their own stamp, in the doc and the
+# README): ``--only SECTION`` rewrites them without touching the others'
+# figures, and back. Section -> (doc marker, README marker).
+OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER), SCALE: ("bench-scale", "bench-scale-summary")}
 
 
 def _f(value: Any, digits: int = 2) -> str:
@@ -139,6 +144,63 @@ def warm_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     return out
 
 
+def _kib(n: float) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def _pair(values: dict[str, float], digits: int = 1) -> str:
+    return f"{_f(values.get('stock'), digits)} / {_f(values.get('plugin'), digits)}"
+
+
+def scale_table(rows: list[dict[str, Any]]) -> str:
+    worlds = [r for r in rows if "blocks" not in r]
+    functions = list(worlds[0]["guard_overhead_us"]) if worlds else []
+    return _table(
+        ["ranks", "mesh", *(f"guards: {f} (us, stock / plugin)" for f in functions),
+         "trace + compile (CPU s, stock / plugin)", "fingerprints (1st / next trace)",
+         "key bytes (stock / plugin)", "kept KiB (stock / plugin)", "plugin tables (meshes, baked calls)",
+         "explain KiB"],
+        [[f"{r['world']:,}", "x".join(map(str, r["mesh"])), *(_pair(r["guard_overhead_us"][f]) for f in functions),
+          _pair(r["compile_s"], 3), f"{r['fingerprints_first_trace']} / {r['fingerprints_next_trace']}",
+          f"{r['key_bytes']['stock']:,} / {r['key_bytes']['plugin']:,}",
+          f"{_kib(r['memory']['stock']['kept_bytes'])} / {_kib(r['memory']['plugin']['kept_bytes'])}",
+          f"{r['memory']['plugin']['known_fingerprints']}, {r['memory']['plugin']['baked_calls']}",
+          _kib(r["explain_bytes"])] for r in worlds],
+    )
+
+
+def scale_blocks_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["ranks", "blocks", "frames compiled (stock / plugin)", "compile (CPU s, stock / plugin)",
+         "one block's guard overhead (us, stock / plugin)"],
+        [[f"{r['world']:,}", str(r["blocks"]), _pair(r["frames"], 0), _pair(r["compile_s"], 2),
+          _pair(r["overhead_us"])] for r in rows if "blocks" in r],
+    )
+
+
+def scale_slopes(rows: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, float]]]:
+    """(what, mesh dims, {side: cost at the largest world / at the smallest})."""
+    out = []
+    worlds = [r for r in rows if "blocks" not in r]
+    for ndim in sorted({len(r["mesh"]) for r in worlds}):
+        same = sorted((r for r in worlds if len(r["mesh"]) == ndim), key=lambda r: r["world"])
+        if len(same) < 2:
+            continue
+        lo, hi = same[0], same[-1]
+        span = f"{ndim}-D, {lo['world']:,} -> {hi['world']:,} ranks"
+        for fn in lo["guard_overhead_us"]:
+            out.append((f"guard overhead, {fn}", span, {s: hi["guard_overhead_us"][fn][s] / lo["guard_overhead_us"][fn][s]
+                                                        for s in ("stock", "plugin")}))
+        out.append(("trace + compile", span, {s: hi["compile_s"][s] / lo["compile_s"][s] for s in ("stock", "plugin")}))
+    return out
+
+
+def scale_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [[f"scale: {what}, {span}", f"largest / smallest: stock x{r['stock']:.2f}, plugin x{r['plugin']:.2f}",
+             f"plugin <= {SCALE_GOAL}", "yes" if r["plugin"] <= SCALE_GOAL else "no"]
+            for what, span, r in scale_slopes(rows)]
+
+
 def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if "error" not in r]
 
@@ -162,6 +224,10 @@ def tables(result: dict[str, Any]) -> str:
     if result.get(WARM):
         parts.append("### 5. Warm start (first step of a new process, forward + backward, inductor; median s)\n\n"
                      + warm_table(result[WARM]))
+    if result.get(SCALE):
+        parts.append("### 6. Scale (fake worlds, rank W-1 of W; medians, stock / plugin)\n\n"
+                     + scale_table(result[SCALE]) + "\n\nPer-block compile of N identical TP blocks:\n\n"
+                     + scale_blocks_table(result[SCALE]))
     return "\n\n".join(parts)
 
 
@@ -230,6 +296,7 @@ def summary(result: dict[str, Any]) -> str:
                          f"stock {ratio['stock']:.2f}, eager {ratio['eager']:.2f})", "<= 1.05",
                          "yes" if ratio["plugin"] <= 1.05 else "no"])
     rows += warm_summary_rows(result.get(WARM, []))
+    rows += scale_summary_rows(result.get(SCALE, []))
     return _table(["benchmark", "figure", "goal", "met"], rows)
 
 
@@ -258,9 +325,10 @@ the README's summary table):
 """
 
 
-def _select(result: dict[str, Any], warm: bool) -> dict[str, Any]:
-    """``result`` with only the warm-start section (``warm``) or only the others."""
-    return {k: v for k, v in result.items() if k == "meta" or (k == WARM) == warm}
+def _select(result: dict[str, Any], own: str | None) -> dict[str, Any]:
+    """``result`` with only the section ``own`` (one of ``OWN_BLOCKS``), or
+    (None) only the sections of the main block."""
+    return {k: v for k, v in result.items() if k == "meta" or (k if k in OWN_BLOCKS else None) == own}
 
 
 def _has(result: dict[str, Any]) -> bool:
@@ -276,7 +344,7 @@ def doc_block(result: dict[str, Any], note: str = "") -> str:
     return "\n\n".join(parts)
 
 
-def warm_doc_block(result: dict[str, Any], note: str = "") -> str:
+def own_doc_block(result: dict[str, Any], note: str = "") -> str:
     parts = [stamp(result), note, summary(result), tables(result), failures(result)]
     return "\n\n".join(p for p in parts if p)
 
@@ -295,8 +363,9 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
     from ..coverage.tables import replace_block
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
-    for warm, marker, block in ((False, DOC_MARKER, doc_block), (True, WARM_DOC_MARKER, warm_doc_block)):
-        part = _select(result, warm)
+    blocks = [(None, DOC_MARKER, doc_block), *((own, markers[0], own_doc_block) for own, markers in OWN_BLOCKS.items())]
+    for own, marker, block in blocks:
+        part = _select(result, own)
         if _has(part):
             text_ = replace_block(_ensure_block(text_, marker), marker, block(part, note))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -314,8 +383,8 @@ def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCH
         text_ = f.read()
     meta, m = result["meta"], result["meta"]["machine"]
     load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
-    for warm, marker in ((False, README_MARKER), (True, WARM_README_MARKER)):
-        part = _select(result, warm)
+    for own, marker in ((None, README_MARKER), *((own, markers[1]) for own, markers in OWN_BLOCKS.items())):
+        part = _select(result, own)
         if _has(part):
             body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
                     f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _timing as T
-from . import compile_time, guard_cost, recompiles, step_time, warm_start
+from . import compile_time, guard_cost, recompiles, scale, step_time, warm_start
 
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start")
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "scale")
+# ``bench`` with no ``--only``: every section but the scale sweep (fake worlds
+# up to 65,536 ranks, about half an hour), which runs on its own.
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s != "scale")
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
-           "step_time": step_time, "warm_start": warm_start}
+           "step_time": step_time, "warm_start": warm_start, "scale": scale}
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,10 @@ class Config:
     warm_cold_repeats: int
     warm_repeats: int
     warm_timeout: float  # seconds one sample's process may take
+    # Scale: fake worlds up to 65,536 ranks, models of up to 32 blocks.
+    scale_guard_calls: int
+    scale_block_calls: int
+    scale_repeats: int
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
@@ -55,12 +62,14 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               guard_calls=10_000, guard_repeats=7, worlds=(2, 4), nccl_worlds=(1, 2, 4),
               step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800,
               warm_size="small", warm_models=("mlp", "transformer"), warm_worlds=("fake",), warm_control=True,
-              warm_cold_repeats=1, warm_repeats=5, warm_timeout=900)
+              warm_cold_repeats=1, warm_repeats=5, warm_timeout=900,
+              scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
                step_timeout=300, warm_size="tiny", warm_models=("mlp",), warm_worlds=("fake",), warm_control=False,
-               warm_cold_repeats=1, warm_repeats=1, warm_timeout=300)
+               warm_cold_repeats=1, warm_repeats=1, warm_timeout=300,
+               scale_guard_calls=300, scale_block_calls=50, scale_repeats=1)
 
 
 def machine() -> dict[str, Any]:
@@ -87,7 +96,7 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def run(cfg: Config, sections: tuple[str, ...] = SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
+def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
     """Run the chosen sections; the JSON-ready result. A task that fails
     leaves a row with its ``error`` (see ``errors``) and the run goes on."""
     import torch

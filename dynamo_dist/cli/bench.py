@@ -1,7 +1,9 @@
 """Benchmark dynamo_dist against stock torch: trace + compile time, guard cost
 per call, recompiles on a varying workload, step time on real gloo worlds
 against a hand-written local-tensor version, and the first step of a new
-process with a cold and a warm inductor cache (``--quick``: a smoke test).
+process with a cold and a warm inductor cache (``--quick``: a smoke test);
+``--only scale``: the same costs on fake worlds of 8 to 65,536 ranks and
+models of 1 to 32 compiled blocks.
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rewrite the generated part of this markdown file (docs/BENCHMARKS.md)")
     parser.add_argument("--update-readme", metavar="PATH", help="rewrite the benchmark summary in this README")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
-                        help=f"run only these sections ({', '.join(SECTIONS)})")
+                        help=f"run only these sections ({', '.join(SECTIONS)}; scale runs only when named)")
     parser.add_argument("--warm-gloo", action="store_true",
                         help="warm_start: also the real 2-rank gloo world (each rank compiles; slow)")
     parser.add_argument("--from-json", metavar="FILE", help="do not run: report a result saved with --json")
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = suite.QUICK if args.quick else suite.FULL
         if args.warm_gloo:
             cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
-        result = suite.run(cfg, tuple(args.only or suite.SECTIONS), command=command_line(args), quiet=args.quiet)
+        result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args), quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
         with open(args.json, "w") as f:
