@@ -15,45 +15,91 @@ options), so it is part of the graph's code, hence of the cache key. The key
 finds the function in this process's table, filled when the call was traced:
 Dynamo traces every frame in every process, so a graph never runs before its
 calls are registered here.
+
+The table holds its functions weakly: the graph node's key argument (a
+``BakedKey``, a ``str`` that also carries its function) holds each one as
+long as the graph lives, so a long job that builds and drops meshes, or
+compiles function after function, does not keep every mesh (and its process
+groups) it ever traced. Only the graph Dynamo captured calls the table at run
+time (the ``eager`` backend); AOTAutograd traces through the call at compile
+time, so its graphs (``aot_eager``, ``inductor``, cache hits) never do.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from typing import Any, Callable
 
 from . import cache_keys
 from .cache_keys import digest
 
-_CALLS: dict[str, Callable[..., Any]] = {}
+class BakedKey(str):
+    """A baked call's key as the graph node's argument: the key text (what the
+    graph's code and the cache keys read; it pickles and copies as a plain
+    ``str``), holding the function it names while the graph lives."""
+
+    __slots__ = ("op",)
+
+    def __new__(cls, key: str, op: Callable[..., Any]) -> "BakedKey":
+        self = super().__new__(cls, key)
+        self.op = op
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (str, (str(self),))
 
 
-def bake(op: Callable[..., Any], what: str, identity: tuple | None) -> str | None:
+# key -> weak references to the functions registered under it, oldest first.
+_CALLS: dict[str, list[weakref.ref]] = {}
+
+
+def _forget(key: str) -> Callable[[weakref.ref], None]:
+    def dead(ref: weakref.ref) -> None:
+        refs = _CALLS.get(key)
+        if refs is not None:
+            refs[:] = [r for r in refs if r is not ref]
+            if not refs:
+                del _CALLS[key]
+
+    return dead
+
+
+def bake(op: Callable[..., Any], what: str, identity: tuple | None) -> BakedKey | None:
     """Register ``op`` under a key naming ``what`` it does and everything baked
     into it; None when ``identity`` could not be described (the caller puts
-    ``op`` itself in the graph)."""
+    ``op`` itself in the graph). The caller puts the key in the graph: it
+    keeps ``op`` registered."""
     if identity is None:
         return None
     key = f"{what} #{digest(repr(identity))}"
-    # Equal keys describe the same computation on equal objects; the newest
-    # wins, so a world torn down and built again (same group names) never
-    # runs an op holding the old world's mesh.
-    _CALLS[key] = op
-    return key
+    _CALLS.setdefault(key, []).append(weakref.ref(op, _forget(key)))
+    return BakedKey(key, op)
+
+
+def registered(key: str) -> Callable[..., Any] | None:
+    """The newest live function registered under ``key``. Equal keys describe
+    the same computation on equal objects; the newest wins, so a world torn
+    down and built again (same group names) never runs an op holding the old
+    world's mesh."""
+    for ref in reversed(_CALLS.get(key, ())):
+        op = ref()
+        if op is not None:
+            return op
+    return None
 
 
 def call(key: str, *tensors: Any) -> Any:
     """The graph node's target: run the call registered under ``key``."""
-    try:
-        op = _CALLS[key]
-    except KeyError:
+    op = registered(key)
+    if op is None:
         raise RuntimeError(
             f"dynamo_dist: the graph calls {key!r}, which this process never traced. The graph "
             "was loaded without Dynamo tracing its frame here (a precompiled artifact?); trace the "
             "function once in this process with dynamo_dist installed, or compile it without "
             "dynamo_dist."
-        ) from None
+        )
     return op(*tensors)
 
 
