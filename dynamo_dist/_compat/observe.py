@@ -30,6 +30,7 @@ from torch._dynamo.symbolic_convert import graph_break_log
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._pytree import tree_flatten
+from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import boxed_nop
 from torch._functorch.partitioners import min_cut_rematerialization_partition
@@ -221,6 +222,49 @@ def structured_trace_logger() -> logging.Logger:
     return logging.getLogger("torch.__trace")
 
 
+# Structured-trace events holding a post-AOTAutograd graph as printed code
+# (logged on a fresh compile and replayed from the AOTAutograd cache on a
+# hit) -> the stage of that graph.
+AOT_GRAPH_EVENTS = {"aot_forward_graph": "forward", "aot_inference_graph": "forward",
+                    "aot_backward_graph": "backward"}
+
+
+def _record_compile_id(metadata: dict[str, Any]) -> str | None:
+    # As current_compile_id() spells it (no attempt: graphs are keyed so).
+    if metadata.get("frame_id") is None:
+        return None
+    return f"{metadata['frame_id']}/{metadata.get('frame_compile_id')}"
+
+
+def aot_graph_event(record: logging.LogRecord) -> tuple[str, str, str | None] | None:
+    """``(stage, printed graph, compile id)`` for a structured-trace record
+    holding a post-AOTAutograd graph, else None."""
+    metadata = getattr(record, "metadata", None)
+    if not isinstance(metadata, dict):
+        return None
+    stage = next((AOT_GRAPH_EVENTS[k] for k in metadata if k in AOT_GRAPH_EVENTS), None)
+    payload = getattr(record, "payload", None)
+    if stage is None or not isinstance(payload, str):
+        return None
+    return stage, payload, _record_compile_id(metadata)
+
+
+_DTYPES_BY_ABBREVIATION = {abbr: dtype for dtype, abbr in _dtype_abbrs.items()}
+
+
+def dtype_named(abbreviation: str) -> torch.dtype | None:
+    """The dtype a printed graph abbreviates (``f32`` -> ``torch.float32``)."""
+    return _DTYPES_BY_ABBREVIATION.get(abbreviation)
+
+
+def op_named(namespace: str, op: str, overload: str) -> Any:
+    """``torch.ops.<namespace>.<op>.<overload>``, or None if there is none."""
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def cache_artifact(record: logging.LogRecord) -> tuple[str, str, dict[str, Any], str | None] | None:
     """``(cache, state, payload, compile id)`` for a structured-trace record
     that is a compile-cache outcome (cache: "fx_graph" or "aot_autograd";
@@ -239,10 +283,7 @@ def cache_artifact(record: logging.LogRecord) -> tuple[str, str, dict[str, Any],
         payload = json.loads(getattr(record, "payload", None) or "{}")
     except ValueError:
         payload = {}
-    cid = None  # as current_compile_id() spells it (no attempt: graphs are keyed so)
-    if metadata.get("frame_id") is not None:
-        cid = f"{metadata['frame_id']}/{metadata.get('frame_compile_id')}"
-    return cache, state, payload if isinstance(payload, dict) else {}, cid
+    return cache, state, payload if isinstance(payload, dict) else {}, _record_compile_id(metadata)
 
 
 def compile_cache_settings() -> dict[str, Any]:

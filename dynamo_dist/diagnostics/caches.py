@@ -64,8 +64,9 @@ class CacheEvents:
         graph.cache = aot + sorted(fx, key=lambda o: o.stage != "forward")
         traced = any(s in graph.stages for s in ("forward", "backward"))
         if any(o.cache == AOT and o.state == "hit" for o in aot) and not traced and not graph.note:
-            graph.note = ("AOTAutograd cache hit: its forward/backward graphs were loaded, not traced, so their "
-                          "collectives are not listed (a fresh TORCHINDUCTOR_CACHE_DIR shows them)")
+            graph.note = ("AOTAutograd cache hit: its forward/backward graphs were loaded, not traced, and torch "
+                          "logged no printed copy, so their collectives are not listed (a fresh "
+                          "TORCHINDUCTOR_CACHE_DIR shows them)")
 
 
 def _off(cache: str, settings: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ all_to_all (g-1)/g·S, broadcast S.
 
 from __future__ import annotations
 
+import ast
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,6 +169,110 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
                          for u in (user.users if user.target is operator.getitem else [user])]
                 waited = any(_is_wait(user) for user in users)
                 found.append(_describe(node, op, O.op_schema_args(node.target) or [], waited, stage))
+    return found
+
+
+# -- the same, from a graph printed as code --------------------------------------------
+# A graph loaded from the AOTAutograd cache is never traced in this process:
+# what is left of it is its printed code, which torch logs to the structured
+# trace (``O.aot_graph_event``). Lines read ``name: "f32[8, 4][4, 1]cpu" =
+# torch.ops.<namespace>.<op>.<overload>(args...)``; the signature annotates
+# the inputs the same way.
+
+class _PrintedCall:
+    """A call in a printed graph, shaped like the ``fx.Node`` ``_describe``
+    reads: its arguments, tensors as meta tensors of their printed type."""
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+def _printed_tensor(annotation: str) -> Any:
+    # "f32[8, 4][4, 1]cpu": dtype abbreviation, sizes, strides, device.
+    head, _, rest = annotation.partition("[")
+    dtype = O.dtype_named(head)
+    sizes = rest.partition("]")[0]
+    try:
+        shape = [int(d) for d in sizes.split(",") if d.strip()]
+    except ValueError:  # symbolic sizes: shape unknown
+        return None
+    return torch.empty(shape, dtype=dtype, device="meta") if dtype is not None else None
+
+
+def _printed_value(node: ast.expr, tensors: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name):
+        return tensors.get(node.id)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_printed_value(e, tensors) for e in node.elts]
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def _op_of(call: ast.Call) -> tuple[str, str, str] | None:
+    # torch.ops.<namespace>.<op>.<overload>
+    parts, node = [], call.func
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not (isinstance(node, ast.Name) and node.id == "torch" and len(parts) == 4 and parts[3] == "ops"):
+        return None
+    overload, op, namespace = parts[0], parts[1], parts[2]
+    return namespace, op, overload
+
+
+def collectives_in_printed(code: str, stage: str = "", *, waits: bool = True) -> list[Collective]:
+    """``collectives_in`` of a graph given as its printed code (empty if the
+    code does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    forward = next((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+    if forward is None:
+        return []
+    tensors: dict[str, Any] = {}
+    for arg in forward.args.args:
+        if isinstance(arg.annotation, ast.Constant) and isinstance(arg.annotation.value, str):
+            tensors[arg.arg] = _printed_tensor(arg.annotation.value)
+    calls: list[tuple[str, ast.Call]] = []
+    item_of: dict[str, str] = {}  # ``y = x[0]`` (a coalesced op's results): y -> x
+    for stmt in forward.body:
+        if isinstance(stmt, ast.AnnAssign):
+            target, value = stmt.target, stmt.value
+            if isinstance(target, ast.Name) and isinstance(stmt.annotation, ast.Constant) \
+                    and isinstance(stmt.annotation.value, str):
+                tensors[target.id] = _printed_tensor(stmt.annotation.value)
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        else:
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        if isinstance(value, ast.Call):
+            calls.append((target.id, value))
+        elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            item_of[target.id] = value.value.id
+    wait_args = [a.id for _, c in calls if (_op_of(c) or ())[:2] == ("_c10d_functional", WAIT)
+                 for a in c.args if isinstance(a, ast.Name)]
+    waited_names = {*wait_args, *(item_of[w] for w in wait_args if w in item_of)}
+    found: list[Collective] = []
+    for name, call in calls:
+        named = _op_of(call)
+        if named is None:
+            continue
+        namespace, op, overload = named
+        target = O.op_named(namespace, op, overload)
+        if (namespace, op) in _SYNC_OPS or namespace == "_c10d_functional":
+            if op == WAIT:
+                if waits:
+                    found.append(Collective(WAIT, None, stage=stage))
+                continue
+            printed = _PrintedCall(tuple(_printed_value(a, tensors) for a in call.args),
+                                   {k.arg: _printed_value(k.value, tensors) for k in call.keywords if k.arg})
+            waited = None if (namespace, op) in _SYNC_OPS else name in waited_names
+            found.append(_describe(printed, op, O.op_schema_args(target) or [], waited, stage))
     return found
 
 

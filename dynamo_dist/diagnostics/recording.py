@@ -33,7 +33,7 @@ from ..guards import _notes
 from . import breaks as B
 from . import caches as K
 from .backend import RecordingBackend
-from .graphs import collectives_in
+from .graphs import collectives_in, collectives_in_printed
 from .guard_terms import describe_value, strip_scope, summarize
 from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
 
@@ -53,12 +53,14 @@ class _BreakHandler(logging.Handler):
             pass
 
 
-class _CacheHandler(logging.Handler):
-    """Structured-trace records -> ``CacheEvents.add`` (compile-cache outcomes only)."""
+class _TraceHandler(logging.Handler):
+    """Structured-trace records -> ``CacheEvents.add`` (compile-cache
+    outcomes) and ``on_printed`` (post-AOTAutograd graphs as printed code)."""
 
-    def __init__(self, on_event: Callable[[str, str, str, dict], None]) -> None:
+    def __init__(self, on_event: Callable[[str, str, str, dict], None],
+                 on_printed: Callable[[str, str, str], None]) -> None:
         super().__init__(logging.DEBUG)
-        self.on_event = on_event
+        self.on_event, self.on_printed = on_event, on_printed
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -66,6 +68,11 @@ class _CacheHandler(logging.Handler):
             if found is not None:
                 cache, state, payload, cid = found
                 self.on_event(cid or O.current_compile_id(), cache, state, payload)
+                return
+            printed = O.aot_graph_event(record)
+            if printed is not None:
+                stage, code, cid = printed
+                self.on_printed(cid or O.current_compile_id(), stage, code)
         except Exception:
             pass
 
@@ -84,6 +91,10 @@ class Recorder:
         self.caches = K.CacheEvents()
         self._logs: list[tuple[str, str]] = []
         self._graphs: list[CapturedGraph] = []
+        # compile id -> stage -> the collectives of the post-AOT graph torch
+        # printed (inductor): all that is seen of a graph the AOTAutograd
+        # cache served. Read when logged, while the program's groups live.
+        self._printed: dict[str, dict[str, list]] = {}
         # compile id -> {stripped source: (kind, summary)}
         self.notes: dict[str, dict[str, tuple[str, dict]]] = {}
         self._rows: list[Any] = []
@@ -100,7 +111,7 @@ class Recorder:
         # compile-metrics limit, suppress_errors) is one reversible Patches.
         # Only inductor consults the compile caches: only then is the
         # structured trace (which costs its payloads) switched on.
-        trace = _CacheHandler(self.caches.add) if self.lowering == "inductor" else None
+        trace = _TraceHandler(self.caches.add, self._on_printed) if self.lowering == "inductor" else None
         self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT, trace)
         _notes.add_listener(self._on_note)
         self._stack = contextlib.ExitStack()
@@ -125,6 +136,20 @@ class Recorder:
     @staticmethod
     def _not_lowered(graph: CapturedGraph, e: BaseException) -> None:
         graph.note = f"not lowered by AOTAutograd ({type(e).__name__}: {str(e)[:120]}); ran as captured"
+
+    def _on_printed(self, compile_id: str, stage: str, code: str) -> None:
+        self._printed.setdefault(compile_id, {})[stage] = collectives_in_printed(code, stage, waits=False)
+
+    def _collectives_from_printed(self, graph: CapturedGraph) -> None:
+        """A graph whose post-AOT graphs were never traced here (an
+        AOTAutograd cache hit): its collectives, read from their printed code."""
+        printed = self._printed.get(graph.compile_id, {})
+        if not printed or any(s in graph.stages for s in ("forward", "backward")):
+            return
+        graph.collectives = []
+        for stage, collectives in printed.items():
+            graph.stages.append(stage)
+            graph.collectives.extend(collectives)
 
     def _on_note(self, compile_id: str, source: str, kind: str, value: Any) -> None:
         self.notes.setdefault(compile_id, {})[strip_scope(source)] = (kind, summarize(kind, value))
@@ -219,6 +244,7 @@ class Recorder:
         report.graphs = list(self._graphs)
         if self.lowering == "inductor":
             for graph in report.graphs:
+                _safely(self._collectives_from_printed, graph)
                 _safely(self.caches.fill, graph, mode)
             report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
         report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
