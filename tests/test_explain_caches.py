@@ -1,4 +1,4 @@
-"""explain with inductor reports each graph's compile-cache outcomes (issue 13):
+"""explain with inductor reports each graph's compile-cache outcomes:
 a miss in a fresh cache dir, a hit in a second process, bypasses in plain
 words, and nothing for backends that use no cache. Inductor compiles cost
 seconds each: the programs are the tiniest DTensor ones."""

@@ -33,9 +33,10 @@ def existing_file(text: str) -> str:
     return text
 
 
-def file_with_markers(*markers: str):
+def file_with_markers(*markers: str, home: str = ""):
     """An existing file holding ``<!-- M:begin -->`` ... ``<!-- M:end -->``
-    for each marker M: the generated blocks a command rewrites."""
+    for each marker M: the generated blocks a command rewrites (``home``:
+    the file that holds them in this repository, named in the error)."""
 
     def check(text: str) -> str:
         existing_file(text)
@@ -43,8 +44,9 @@ def file_with_markers(*markers: str):
             content = f.read()
         missing = [m for m in markers if f"<!-- {m}:begin -->" not in content or f"<!-- {m}:end -->" not in content]
         if missing:
+            where = f" (they live in {home})" if home else ""
             raise argparse.ArgumentTypeError(
-                f"{text} has no <!-- {missing[0]}:begin --> ... <!-- {missing[0]}:end --> block to rewrite")
+                f"{text} has no <!-- {missing[0]}:begin --> ... <!-- {missing[0]}:end --> block to rewrite{where}")
         return text
 
     return check

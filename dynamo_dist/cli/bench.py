@@ -69,7 +69,7 @@ def _summary_blocks_missing(args: argparse.Namespace) -> str | None:
     sections = args.only or SECTIONS
     markers = {SUMMARY_MARKERS[s == "warm_start"] for s in sections}
     try:
-        file_with_markers(*sorted(markers))(args.update_readme)
+        file_with_markers(*sorted(markers), home="README.md")(args.update_readme)
     except argparse.ArgumentTypeError as e:
         return str(e)
     return None

@@ -16,7 +16,7 @@ MARKERS = ("coverage", "stock-diff")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--update-readme", metavar="PATH", type=file_with_markers(*MARKERS),
+    parser.add_argument("--update-readme", metavar="PATH", type=file_with_markers(*MARKERS, home="docs/coverage.md"),
                         help="rewrite the tables between the coverage markers in this file (docs/coverage.md)")
 
 
