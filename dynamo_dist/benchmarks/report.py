@@ -316,12 +316,14 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
 
     with open(path) as f:
         text_ = f.read()
-    meta, m = result["meta"], result["meta"]["machine"]
+    m = result["meta"]["machine"]
     load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
     for warm, marker in ((False, README_MARKER), (True, WARM_README_MARKER)):
         part = _select(result, warm)
         if _has(part):
-            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
+            # The machine and torch, not the date: the README states what holds, the
+            # benchmark page (and the saved result) when it was measured.
+            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}; "
                     f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
             text_ = replace_block(text_, marker, body)
     with open(path, "w") as f:
