@@ -94,3 +94,25 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
     text = page.read_text()
     for pattern in (r"\bissue \d+", r"\b(this|that|no|any|the) sessions?\b", r"\bthe lead\b", r"\bwas lent\b"):
         assert not re.search(pattern, text, re.I), (page.name, pattern)
+
+
+# The saved results (benchmarks/results/, their one home) the README's summaries show.
+README_RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json")
+
+
+def test_readme_summaries_are_the_saved_results(tmp_path):
+    """Regenerating the README's benchmark summaries from the saved results
+    changes nothing: a new result is committed with the README it produces."""
+    import json
+    import os
+
+    from dynamo_dist.benchmarks import report
+
+    copy = tmp_path / "README.md"
+    copy.write_text(README.read_text())
+    (tmp_path / "docs").mkdir()
+    for result in README_RESULTS:
+        with open(ROOT / result) as f:
+            report.update_readme(str(copy), json.load(f), doc=os.path.join(tmp_path, report.DOC_PATH))
+    hint = "python -m dynamo_dist bench --from-json FILE --update-readme README.md"
+    assert copy.read_text() == README.read_text(), hint
