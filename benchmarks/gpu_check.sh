@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command (issue 15): run from the
+# Everything that needs a GPU, in one command: run from the
 # repository root on a CUDA machine whose Python has torch 2.11+ with CUDA.
 #   1. the NCCL numerics (a one-rank NCCL world per GPU: compiled == eager,
 #      the collectives in the captured graphs, inductor's CUDA kernels);

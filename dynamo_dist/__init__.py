@@ -10,28 +10,51 @@ and DTensor.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from . import _hooks
-from .diagnostics.explain import explain
+if TYPE_CHECKING:
+    from .diagnostics.explain import explain
 
 __version__ = "0.1.0"
 __all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "__version__"]
 
 
+def _patching() -> Any:
+    """The module that patches torch. Loaded on first use, not with the
+    package, because it imports torch: ``python -m dynamo_dist --help`` and
+    ``import dynamo_dist`` stay instant."""
+    from . import _hooks  # heavy (torch): see the docstring
+
+    return _hooks
+
+
+def __getattr__(name: str) -> Any:
+    # ``dynamo_dist.explain`` is loaded on first use too (it imports torch).
+    if name == "explain":
+        from .diagnostics.explain import explain  # heavy (torch)
+
+        globals()["explain"] = explain
+        return explain
+    raise AttributeError(f"module 'dynamo_dist' has no attribute {name!r}")
+
+
 def install() -> None:
     """Make Dynamo track meshes, placements and process groups with
-    dynamo_dist. Idempotent; resets Dynamo's caches when it changes state."""
-    _hooks.apply()
+    dynamo_dist. Idempotent; resets Dynamo's caches when it changes state.
+
+    Raises ``RuntimeError`` (and patches nothing) on a torch outside the
+    supported releases."""
+    _patching().apply()
 
 
 def uninstall() -> None:
     """Restore stock torch exactly. Idempotent; resets Dynamo's caches."""
-    _hooks.remove()
+    _patching().remove()
 
 
 def is_installed() -> bool:
-    return _hooks.is_active()
+    """Whether ``install()`` is in effect."""
+    return _patching().is_active()
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 torch's compile caches (inductor's FX graph cache, the AOTAutograd cache)
 key a graph by pickling what it depends on. For distributed programs that key
-is wrong both ways (measured on 2.13, see docs/BENCHMARKS.md "Warm start"):
+is wrong both ways (measured on 2.13, see docs/benchmarks.md "Warm start"):
 
 - unstable: a ``DeviceMesh`` pickles with its cached ``hash()``, which
   changes with every process (``PYTHONHASHSEED``), so a second process never

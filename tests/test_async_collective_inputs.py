@@ -1,4 +1,4 @@
-"""Inputs that are sometimes an AsyncCollectiveTensor (issue 14, item 3).
+"""Inputs that are sometimes an AsyncCollectiveTensor.
 
 A function called with the ACT a functional collective returns and then with
 a plain tensor (or with a DTensor whose local tensor is sometimes an ACT)
@@ -30,7 +30,7 @@ UPSTREAM_FIX = hasattr(_source, "UnwrapCollectiveTensorSource")  # 2.14+
 # 2.11 / 2.12: neither upstream's fix nor the backport (built for 2.13's guard builder).
 shares = pytest.mark.xfail(
     not (UPSTREAM_FIX or _compat.collective.NEEDS_BACKPORT), strict=True,
-    reason="torch 2.11 / 2.12: an ACT input and a plain one still compile two frames (README: torch versions)")
+    reason="torch 2.11 / 2.12: an ACT input and a plain one still compile two frames (docs/torch-releases.md)")
 
 ACT = funcol.AsyncCollectiveTensor
 

@@ -20,7 +20,7 @@ def _positive(x) -> bool:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "quick.json"
-    doc = out.parent / "BENCHMARKS.md"
+    doc = out.parent / "benchmarks.md"
     proc = subprocess.run([sys.executable, "-m", "dynamo_dist", "bench", "--quick", "--json", str(out),
                            "--write-doc", str(doc)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -2,7 +2,7 @@
 
 The plugin must meet every case's expectation. Stock's outcomes are only
 recorded (the tests do not depend on stock failing) and must match what the
-README says, so the README's comparison stays true.
+coverage page (docs/coverage.md) says, so its comparison stays true.
 """
 
 from pathlib import Path
@@ -20,7 +20,7 @@ from dynamo_dist.coverage.tables import (
 )
 from dynamo_dist.coverage.cases import CASES, CLEAN_BREAK, run_all
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+COVERAGE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +44,13 @@ def test_plugin_never_worse_than_stock(outcomes):
             assert ours.status == "ok", (case.name, ours, theirs)
 
 
-def test_readme_tables_match_a_fresh_measurement(outcomes):
+def test_coverage_tables_match_a_fresh_measurement(outcomes):
     plugin, stock = outcomes
-    text = README.read_text()
-    hint = "run `python -m dynamo_dist coverage --update-readme README.md`"
+    text = COVERAGE_PAGE.read_text()
+    hint = "run `python -m dynamo_dist coverage --update-readme docs/coverage.md`"
     # One stock column per tested release: the plugin's column and the running
     # release's stock column must equal this measurement; the other releases'
-    # columns are kept as the README has them (measured on those releases).
+    # columns are kept as the page has them (measured on those releases).
     running = stock_column(C.torch_version())
     members, diffs = read_block(text, "coverage"), read_block(text, "stock-diff")
     assert running in members.splitlines()[0] and running in diffs.splitlines()[0], hint
@@ -58,9 +58,9 @@ def test_readme_tables_match_a_fresh_measurement(outcomes):
     assert diffs == differences_table(plugin, stock, previous=diffs), hint
 
 
-def test_readme_tables_keep_other_releases_columns(outcomes):
+def test_coverage_tables_keep_other_releases_columns(outcomes):
     plugin, stock = outcomes
-    diffs = read_block(README.read_text(), "stock-diff")
+    diffs = read_block(COVERAGE_PAGE.read_text(), "stock-diff")
     header = diffs.splitlines()[0]
     for version in TESTED_VERSIONS:
         assert stock_column(version) in header

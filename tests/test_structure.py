@@ -1,4 +1,4 @@
-"""The package's structure keeps its promises (issue 11):
+"""The package's structure keeps its promises:
 
 1. one boundary with torch: only ``dynamo_dist/_compat/`` names torch's
    private modules and attributes, or Dynamo's tracer/codegen/guard internals
@@ -258,7 +258,10 @@ def _function_local_imports(part: str) -> list[str]:
 # An import inside a function is kept only for an optional or heavy
 # dependency, with a comment saying so: these are those, by part.
 LOCAL_IMPORTS_ALLOWED = {
-    "__init__": 0, "_hooks": 0, "variables": 0, "guards": 0, "aot_alias": 0,
+    # _patching and __getattr__ (heavy: torch; `import dynamo_dist` and
+    # `python -m dynamo_dist --help` must not import it).
+    "__init__": 2,
+    "_hooks": 0, "variables": 0, "guards": 0, "aot_alias": 0,
     # stock_member_kind (optional: older torch lacks opaque objects) and
     # runtime_coordinate_op (registers DTensor's ops; only compile_on_one_rank needs it).
     # and inductor_lowering (heavy: all of inductor, only when a graph is lowered with it).

@@ -10,7 +10,7 @@ One module per family, plus the shared timing machinery:
 - ``warm_start``: the first step of a new process from a cold and a warm
   inductor cache (FX-graph and AOTAutograd cache outcomes), one process per sample;
 - ``_timing``: medians, alternating rounds, paired ratios, stock/plugin switching;
-- ``suite`` (configurations, the run) and ``report`` (tables, docs/BENCHMARKS.md).
+- ``suite`` (configurations, the run) and ``report`` (tables, docs/benchmarks.md).
 
 The code lives inside the package so that the CLI, and the spawned ranks of
 the step-time worlds (which import it by name), find it after

@@ -1,4 +1,4 @@
-"""Tables from a benchmark result: printed, written into docs/BENCHMARKS.md
+"""Tables from a benchmark result: printed, written into docs/benchmarks.md
 and (the summary) into the README."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import math
 import os
 from typing import Any
 
+DOC_PATH = "docs/benchmarks.md"  # the benchmark page, where every figure is
 DOC_MARKER = "bench"
 README_MARKER = "bench-summary"
 # Warm start has blocks of its own (its own stamp): ``--only warm_start``
@@ -318,7 +319,7 @@ Regenerate everything between the markers with one command (it also rewrites
 the README's summary table):
 
     python -m dynamo_dist bench --json benchmarks/results/latest.json \\
-        --write-doc docs/BENCHMARKS.md --update-readme README.md
+        --write-doc docs/benchmarks.md --update-readme README.md
 
 <!-- bench:begin -->
 <!-- bench:end -->
@@ -373,20 +374,25 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
         f.write(text_)
 
 
-def update_readme(path: str, result: dict[str, Any], doc_link: str = "docs/BENCHMARKS.md") -> None:
+def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> None:
     """Rewrite the README's summary blocks (``bench-summary``, and
     ``bench-warm-summary`` for the warm-start section) for the sections
-    ``result`` holds."""
+    ``result`` holds; each links to the benchmark page ``doc`` (a path from
+    the current directory, linked relative to ``path``)."""
     from ..coverage.tables import replace_block
+
+    doc_link = os.path.relpath(doc, os.path.dirname(os.path.abspath(path))).replace(os.sep, "/")
 
     with open(path) as f:
         text_ = f.read()
-    meta, m = result["meta"], result["meta"]["machine"]
+    m = result["meta"]["machine"]
     load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
     for own, marker in ((None, README_MARKER), *((own, markers[1]) for own, markers in OWN_BLOCKS.items())):
         part = _select(result, own)
         if _has(part):
-            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}, {meta['date']}; "
+            # The machine and torch, not the date: the README states what holds, the
+            # benchmark page (and the saved result) when it was measured.
+            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}; "
                     f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
             text_ = replace_block(text_, marker, body)
     with open(path, "w") as f:

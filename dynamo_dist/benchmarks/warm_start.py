@@ -1,4 +1,4 @@
-"""Item 5 (issue 13): warm start, stock torch vs the plugin.
+"""Section 5 of the benchmarks: warm start, stock torch vs the plugin.
 
 A TP model's first training step (forward, ``sum()`` loss, backward) compiled
 with inductor, in a process of its own:

@@ -1,8 +1,13 @@
 """``python -m dynamo_dist COMMAND``: one module per command in this package.
 
-Each command module has a docstring (its first line is the help text),
-``add_arguments(parser)`` and ``run(args) -> int`` (the exit status).
-Adding a command is adding a module and a line to ``COMMANDS``.
+Each command module has a docstring (its first paragraph is the help text),
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit status), and
+may declare ``NEEDS`` (optional packages, see ``preflight``). Adding a
+command is adding a module and a line to ``COMMANDS``.
+
+Help must answer at once: a command module imports torch (and anything that
+imports it) inside ``run`` only, never at module level or in
+``add_arguments`` (``tests/test_cli_help.py`` checks it).
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from . import preflight
 
 # name -> module in dynamo_dist.cli; the first entry is the default command.
 COMMANDS: dict[str, str] = {
@@ -46,4 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv.insert(0, DEFAULT)
     args = build_parser().parse_args(argv)
-    return int(_load(args.command).run(args) or 0)
+    command = _load(args.command)
+    problem = preflight.problem(command)
+    if problem:
+        print(f"python -m dynamo_dist {args.command}: {problem}", file=sys.stderr)
+        return 2
+    return int(command.run(args) or 0)

@@ -10,7 +10,7 @@ several runs and every comparison a ratio taken in the same run, alternating
 the sides. Regenerate the published figures with:
 
     python -m dynamo_dist bench --json benchmarks/results/latest.json \\
-        --write-doc docs/BENCHMARKS.md --update-readme README.md
+        --write-doc docs/benchmarks.md --update-readme README.md
 """
 
 from __future__ import annotations
@@ -21,20 +21,32 @@ import json
 import shlex
 import sys
 
+from dynamo_dist.cli.arguments import existing_file, file_with_markers
+
+# The sections --help offers, written out so that help needs no torch;
+# tests/test_cli_help.py keeps them equal to dynamo_dist.benchmarks.suite.SECTIONS.
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "scale")
+# What runs without --only (the scale sweep runs only when named).
+DEFAULT_SECTIONS = SECTIONS[:-1]
+# The summary blocks --update-readme rewrites (dynamo_dist.benchmarks.report):
+# a section's own block, else the main one.
+SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "scale": "bench-scale-summary"}
+MAIN_SUMMARY_MARKER = "bench-summary"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamo_dist.benchmarks.suite import SECTIONS
-
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions, no inductor, 2 ranks")
     parser.add_argument("--json", metavar="FILE", help="write the full result (every sample) as JSON")
     parser.add_argument("--write-doc", metavar="PATH",
-                        help="rewrite the generated part of this markdown file (docs/BENCHMARKS.md)")
-    parser.add_argument("--update-readme", metavar="PATH", help="rewrite the benchmark summary in this README")
+                        help="rewrite the generated part of this markdown file (docs/benchmarks.md)")
+    parser.add_argument("--update-readme", metavar="PATH", type=existing_file,
+                        help="rewrite the benchmark summary blocks in this file (README.md)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"run only these sections ({', '.join(SECTIONS)}; scale runs only when named)")
     parser.add_argument("--warm-gloo", action="store_true",
                         help="warm_start: also the real 2-rank gloo world (each rank compiles; slow)")
-    parser.add_argument("--from-json", metavar="FILE", help="do not run: report a result saved with --json")
+    parser.add_argument("--from-json", metavar="FILE", type=existing_file,
+                        help="do not run: report a result saved with --json")
     parser.add_argument("--note", default="", help="a line added under the stamp in the doc (e.g. the machine load)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -55,7 +67,25 @@ def command_line(args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
+def _summary_blocks_missing(args: argparse.Namespace) -> str | None:
+    """Checked before a run of many minutes: --update-readme's file must
+    hold the block of every section family the run will report."""
+    if not args.update_readme or args.from_json:
+        return None
+    sections = args.only or DEFAULT_SECTIONS
+    markers = {SUMMARY_MARKERS.get(s, MAIN_SUMMARY_MARKER) for s in sections}
+    try:
+        file_with_markers(*sorted(markers), home="README.md")(args.update_readme)
+    except argparse.ArgumentTypeError as e:
+        return str(e)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    missing = _summary_blocks_missing(args)
+    if missing:
+        print(f"python -m dynamo_dist bench: --update-readme: {missing}", file=sys.stderr)
+        return 2
     from dynamo_dist.benchmarks import report, suite
 
     if args.from_json:
@@ -73,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write_doc:
         report.write_doc(args.write_doc, result, args.note)
     if args.update_readme:
-        report.update_readme(args.update_readme, result)
+        report.update_readme(args.update_readme, result, doc=args.write_doc or report.DOC_PATH)
     failed = suite.errors(result)
     for line in failed:
         print(f"FAILED {line.splitlines()[0]}", file=sys.stderr)

@@ -1,13 +1,23 @@
 """Run the named cases with the plugin and with stock torch and print the
-coverage tables (``--update-readme README.md`` rewrites them)."""
+coverage tables (``--update-readme docs/coverage.md`` rewrites them there).
+
+Only the running torch release's stock column is measured; the file's other
+columns are kept as they are.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from dynamo_dist.cli.arguments import file_with_markers
+
+# The generated blocks of the coverage page (dynamo_dist.coverage.tables).
+MARKERS = ("coverage", "stock-diff")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--update-readme", metavar="PATH", help="rewrite the tables in this README")
+    parser.add_argument("--update-readme", metavar="PATH", type=file_with_markers(*MARKERS, home="docs/coverage.md"),
+                        help="rewrite the tables between the coverage markers in this file (docs/coverage.md)")
 
 
 def run(args: argparse.Namespace) -> int:

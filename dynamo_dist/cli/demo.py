@@ -20,29 +20,35 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynamo_dist.cli.arguments import positive_int
 from dynamo_dist.cli.process import under_torchrun
 
 RTOL, ATOL = 1e-4, 1e-5
 
+# What --help offers, written out so that help needs no torch (the models
+# import it); tests/test_cli_help.py keeps them equal to dynamo_dist.demo.models.
+MODEL_NAMES = ("mlp", "sp_block", "transformer")
+SIZE_NAMES = ("medium", "small", "tiny")
+DEFAULT_SIZE = "small"
+DEFAULT_SIZE_TEXT = "dim 32, hidden 64, 4 heads, seq 8, batch 2"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamo_dist.demo.models import MODELS, SIZES
-
-    parser.add_argument("--ranks", type=int, default=None,
+    parser.add_argument("--ranks", type=positive_int, default=None,
                         help="ranks of the local world (default: 4 on CPU, one per GPU); ignored under torchrun")
     parser.add_argument("--steps", type=int, default=6, help="training steps per run (default 6)")
     parser.add_argument("--backend", choices=("aot_eager", "inductor", "eager"), default="aot_eager",
                         help="torch.compile backend (default aot_eager: the same graphs and collectives as "
                              "inductor, compiled in seconds; inductor compiles C++ per rank, minutes on a "
                              "small CPU box)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small",
-                        help="model size preset (default small: " + _describe(SIZES["small"]) + ")")
-    parser.add_argument("--dim", type=int, help="override the model width")
-    parser.add_argument("--hidden", type=int, help="override the MLP hidden width")
-    parser.add_argument("--heads", type=int, help="override the number of attention heads")
-    parser.add_argument("--seq-len", type=int, help="override the sequence length")
-    parser.add_argument("--batch", type=int, help="override the batch size")
-    parser.add_argument("--model", choices=sorted(MODELS), default="transformer",
+    parser.add_argument("--size", choices=SIZE_NAMES, default=DEFAULT_SIZE,
+                        help=f"model size preset (default {DEFAULT_SIZE}: {DEFAULT_SIZE_TEXT})")
+    parser.add_argument("--dim", type=positive_int, help="override the model width")
+    parser.add_argument("--hidden", type=positive_int, help="override the MLP hidden width")
+    parser.add_argument("--heads", type=positive_int, help="override the number of attention heads")
+    parser.add_argument("--seq-len", type=positive_int, help="override the sequence length")
+    parser.add_argument("--batch", type=positive_int, help="override the batch size")
+    parser.add_argument("--model", choices=MODEL_NAMES, default="transformer",
                         help="which tensor-parallel model to train (default transformer)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: CUDA with NCCL when GPUs are present, else CPU with gloo")

@@ -26,6 +26,8 @@ import sys
 import traceback
 from typing import Any, Iterator
 
+from dynamo_dist.cli.arguments import existing_file, positive_float
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE",
@@ -35,9 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("aot_eager", "eager", "inductor"), default="aot_eager",
                         help="how recorded graphs run (eager: faster, no post-AOTAutograd collectives; "
                              "inductor: also each graph's compile-cache hit/miss/bypass)")
-    parser.add_argument("--rank-timeout", type=float, default=300.0, metavar="S",
+    parser.add_argument("--rank-timeout", type=positive_float, default=300.0, metavar="S",
                         help="how long rank 0 waits for the other ranks' reports (default 300)")
-    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("script", type=existing_file, help="the Python script to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
 

@@ -13,20 +13,25 @@ Exit status: 0 when no property failed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 
+from dynamo_dist.cli.arguments import positive_int
+
+NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.preflight)
+
+# The properties --help offers, written out so that help needs no torch;
+# tests/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamo_dist.fuzzing.properties import PROPERTIES
-
-    parser.add_argument("--examples", type=int, default=1000, metavar="N",
+    parser.add_argument("--examples", type=positive_int, default=1000, metavar="N",
                         help="generated examples per property (default 1000)")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
                         help="pin hypothesis' randomness (default: random)")
-    parser.add_argument("--property", action="append", choices=sorted(PROPERTIES), metavar="P",
-                        help=f"run only this property (repeatable): {', '.join(PROPERTIES)}")
+    parser.add_argument("--property", action="append", choices=sorted(PROPERTY_NAMES), metavar="P",
+                        help=f"run only this property (repeatable): {', '.join(PROPERTY_NAMES)}")
     parser.add_argument("--out", default="fuzz-failures", metavar="DIR",
                         help="where reproducer scripts are written (default ./fuzz-failures)")
 
@@ -62,10 +67,6 @@ class _Display:
 
 
 def run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("hypothesis") is None:
-        print("python -m dynamo_dist fuzz needs hypothesis, which is an optional dependency: "
-              "pip install 'dynamo-dist[fuzz]'", file=sys.stderr)
-        return 2
     import dynamo_dist
     from dynamo_dist.fuzzing.driver import run_property
     from dynamo_dist.fuzzing.properties import PROPERTIES

@@ -1,9 +1,9 @@
-"""The README coverage tables, generated from the member tables and from the
+"""The coverage tables (docs/coverage.md), generated from the member tables and from the
 measured outcomes of ``dynamo_dist.coverage.cases`` on stock torch.
 
 Stock differs between torch releases, so each table has one stock column per
 tested release (``TESTED_VERSIONS``). A measurement fills only the running
-release's column and keeps the others as they are in the README (run the
+release's column and keeps the others as they are in the page (run the
 generator once on each release to fill them all).
 """
 
@@ -15,7 +15,7 @@ from typing import Iterable
 from .. import _compat as C
 from ..variables.members import ALL_TABLES, Kind
 
-# The releases whose stock outcomes the README records, one column each.
+# The releases whose stock outcomes the coverage page records, one column each.
 TESTED_VERSIONS: tuple[str, ...] = ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 NOT_MEASURED = "not measured"
 
@@ -93,7 +93,7 @@ def member_table(stock: Iterable | None = None, previous: str | None = None, ver
     """Markdown: every member of every tracked type, how we handle it, and
     (when measured) what stock torch did in the same case, one column per
     tested release: the running one's from ``stock``, the others kept from
-    ``previous`` (the README's current table)."""
+    ``previous`` (the page's current table)."""
     stock_of = _stock_by_member(stock or [])
     keys, ours_of, running = [], {}, {}
     for type_name, table in ALL_TABLES.items():

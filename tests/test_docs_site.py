@@ -1,0 +1,122 @@
+"""The README and the docs keep their promises without building anything:
+each generated block lives in exactly one file, every page is in the site's
+navigation, the README stays short and its links resolve, skipped examples
+say why, and nothing in them is about how the project was made."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
+
+# Every block a generator rewrites, and the file that holds it (the one the
+# generator's command is given).
+GENERATED = {
+    "coverage": "docs/coverage.md",  # python -m dynamo_dist coverage --update-readme docs/coverage.md
+    "stock-diff": "docs/coverage.md",
+    "bench": "docs/benchmarks.md",  # python -m dynamo_dist bench --write-doc docs/benchmarks.md
+    "bench-warm": "docs/benchmarks.md",
+    "bench-scale": "docs/benchmarks.md",
+    "bench-summary": "README.md",  # python -m dynamo_dist bench --update-readme README.md
+    "bench-warm-summary": "README.md",
+    "bench-scale-summary": "README.md",
+}
+README_MAX_LINES = 200
+
+
+def _holders(marker: str) -> list[str]:
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        if begin in text or end in text:
+            assert text.count(begin) == text.count(end) == 1, (page, marker)
+            assert text.index(begin) < text.index(end), (page, marker)
+            found.append(str(page.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.parametrize("marker", sorted(GENERATED))
+def test_each_generated_block_lives_in_exactly_one_file(marker):
+    assert _holders(marker) == [GENERATED[marker]]
+
+
+def test_the_generators_point_at_those_files():
+    from dynamo_dist.benchmarks import report
+    from dynamo_dist.cli import bench, coverage
+
+    own_doc, own_readme = zip(*report.OWN_BLOCKS.values())
+    assert {report.DOC_MARKER, *own_doc} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
+    assert {report.README_MARKER, *own_readme} == {m for m, f in GENERATED.items() if f == "README.md"}
+    assert {bench.MAIN_SUMMARY_MARKER, *bench.SUMMARY_MARKERS.values()} == {report.README_MARKER, *own_readme}
+    assert set(coverage.MARKERS) == {m for m, f in GENERATED.items() if f == "docs/coverage.md"}
+
+
+def test_every_page_is_in_the_navigation():
+    nav = re.findall(r"^\s*- [^:]+: (\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= README_MAX_LINES
+
+
+def test_readme_links_resolve():
+    text = README.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        assert (ROOT / path).exists(), target
+        if anchor and path.endswith(".md"):
+            slugs = {_slug(h) for h in re.findall(r"^#+ (.+)$", (ROOT / path).read_text(), re.M)}
+            assert anchor in slugs, target
+
+
+def _slug(heading: str) -> str:
+    """The anchor MkDocs' toc extension gives a heading."""
+    text = re.sub(r"[`*]", "", heading).strip().lower()
+    text = re.sub(r"[^\w\s-]", "", text)
+    return re.sub(r"[-\s]+", "-", text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_skipped_examples_say_why(page):
+    # A directive starts a line (as Sybil reads it); one quoted in prose is not one.
+    for directive in re.findall(r"^[ \t]*<!--\s*skip\b.*$", page.read_text(), re.M):
+        assert re.fullmatch(r'\s*<!-- skip: next "[^"]{8,}" -->', directive), directive
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_speak_of_the_software_not_of_its_making(page):
+    text = page.read_text()
+    for pattern in (r"\bissue \d+", r"\b(this|that|no|any|the) sessions?\b", r"\bthe lead\b", r"\bwas lent\b"):
+        assert not re.search(pattern, text, re.I), (page.name, pattern)
+
+
+# The saved results (benchmarks/results/, their one home) the README's summaries show.
+README_RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json")
+
+
+def test_readme_summaries_are_the_saved_results(tmp_path):
+    """Regenerating the README's benchmark summaries from the saved results
+    changes nothing: a new result is committed with the README it produces."""
+    import json
+    import os
+
+    from dynamo_dist.benchmarks import report
+
+    copy = tmp_path / "README.md"
+    copy.write_text(README.read_text())
+    (tmp_path / "docs").mkdir()
+    for result in README_RESULTS:
+        with open(ROOT / result) as f:
+            report.update_readme(str(copy), json.load(f), doc=os.path.join(tmp_path, report.DOC_PATH))
+    hint = "python -m dynamo_dist bench --from-json FILE --update-readme README.md"
+    assert copy.read_text() == README.read_text(), hint
