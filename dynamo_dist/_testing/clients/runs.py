@@ -1,7 +1,7 @@
 """Train a client's model a few steps eagerly, compiled with stock torch and
 compiled with dynamo_dist, and say how each compiled run compares.
 
-A client driver supplies a ``build(compiled)`` that returns a fresh
+A client driver supplies a ``build(compiled, backend)`` that returns a fresh
 :class:`Training` (its model, parallelized and, when ``compiled``, compiled
 the way the client compiles it). :func:`run_modes` runs it once per mode on
 this rank, in the same world:
@@ -19,13 +19,15 @@ Results are plain data (picklable), one :class:`RunResult` per mode.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import torch
 
+from ... import _hooks
 from ..._compat import distributed as D
 from ..._compat import observe as O
 from ...diagnostics.explain import explaining
@@ -103,43 +105,49 @@ class _Reference:
     grads: list[list[torch.Tensor]]
 
 
-def run_modes(case: str, build: Callable[[bool], Training], steps: int,
-              modes: Sequence[str] = MODES, backend: str = "aot_eager") -> list[RunResult]:
+def run_modes(case: str, build: Callable[[bool, str], Training], steps: int, modes: Sequence[str] = MODES,
+              backend: str = "aot_eager", explain: bool = True) -> list[RunResult]:
     """Each of ``modes`` (``eager`` first if present) on this rank; the
-    compiled ones are compared with the eager one."""
+    compiled ones are compared with the eager one. ``build(compiled,
+    backend)`` makes a fresh Training. ``explain=False`` compiles with
+    ``backend`` itself, unrecorded (what a timing wants: the first step of a
+    cold or a warm inductor cache); a result then has graph breaks but no
+    recompiles, graphs or reasons."""
     reference: _Reference | None = None
     weights: list[torch.Tensor] | None = None
     results = []
     for mode in modes:
         result = RunResult(case=case, mode=mode, rank=_rank())
         try:
-            reference, weights = _run(mode, build, steps, backend, result, reference, weights)
+            reference, weights = _run(mode, build, steps, backend, explain, result, reference, weights)
         except Exception:
             result.error = traceback.format_exc(limit=-8)
         results.append(result)
     return results
 
 
-def _run(mode: str, build: Callable[[bool], Training], steps: int, backend: str, result: RunResult,
-         reference: _Reference | None, weights: list[torch.Tensor] | None
+def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend: str, explain: bool,
+         result: RunResult, reference: _Reference | None, weights: list[torch.Tensor] | None
          ) -> tuple[_Reference | None, list[torch.Tensor] | None]:
     O.reset_dynamo()
     O.dynamo_counters().clear()
     D.clear_sharding_propagation_cache()  # each build sees its own meshes, not an equal earlier build's
     if mode == "eager":
-        training = build(False)
+        training = build(False, backend)
         weights = weights or [t.detach().clone() for t in training.state()]
         training.load(weights)
         grads = _train(training, steps, result)
         return _Reference(list(result.losses), grads), weights
-    with explaining(plugin=(mode == "plugin"), backend=backend) as session:
-        training = build(True)
+    plugin = mode == "plugin"
+    with explaining(plugin=plugin, backend=backend) if explain else _installed(plugin) as session:
+        training = build(True, backend)
         if weights is None:
             weights = [t.detach().clone() for t in training.state()]
         training.load(weights)
         grads = _train(training, steps, result)
     result.graph_breaks = sum(O.dynamo_counters()["graph_break"].values())
-    _read_report(session.report, result)
+    if session is not None:
+        _read_report(session.report, result)
     if reference is not None:
         result.max_loss_diff = max(abs(a - b) for a, b in zip(result.losses, reference.losses))
         result.max_grad_diff = max((float((a - b).abs().max()) if a.numel() else 0.0)
@@ -147,6 +155,18 @@ def _run(mode: str, build: Callable[[bool], Training], steps: int, backend: str,
                                    for a, b in zip(step_a, step_b))
     O.reset_dynamo()
     return reference, weights
+
+
+@contextlib.contextmanager
+def _installed(plugin: bool) -> Iterator[None]:
+    """dynamo_dist installed (or not) for the block; the previous state after."""
+    was = _hooks.is_active()
+    (_hooks.apply if plugin else _hooks.remove)()
+    try:
+        yield None
+    finally:
+        if was != _hooks.is_active():
+            (_hooks.apply if was else _hooks.remove)()
 
 
 def _train(training: Training, steps: int, result: RunResult) -> list[list[torch.Tensor]]:
@@ -167,7 +187,8 @@ def _read_report(report: ExplainReport | None, result: RunResult) -> None:
     result.graphs = [GraphSummary(g.function, g.file, [c.op for c in g.collectives if c.op != "wait_tensor"])
                      for g in report.graphs]
     result.break_reasons = [f"{b.origin}: {b.gb_type} ({b.where})" for b in report.breaks]
-    result.recompile_reasons = [f"{r.function}: {r.reason}" for r in report.recompiles]
+    result.recompile_reasons = [f"{r.function}: {r.reason}" + (f" (guard {r.guard})" if r.guard != r.reason else "")
+                                for r in report.recompiles]
     result.failures = [f"{f.function} ({f.file}:{f.line}): {f.error}" for f in report.failures]
     result.distributed_guards = sorted({g for guards in report.guards.values() for g in guards})
 

@@ -64,7 +64,7 @@ def use_cpu() -> None:
 class TitanTraining:
     """One build of the model for a case, on this rank."""
 
-    def __init__(self, case: TitanCase, compiled: bool, world_size: int) -> None:
+    def __init__(self, case: TitanCase, compiled: bool, world_size: int, backend: str = "aot_eager") -> None:
         fsdp, tp = PARALLELISMS[case.parallelism]
         self.case = case
         self.parallelism = ParallelismConfig(tensor_parallel_degree=tp, data_parallel_shard_degree=fsdp,
@@ -76,7 +76,7 @@ class TitanTraining:
         for layer in model_config.layers:
             layer.attention.inner_attention = ScaledDotProductAttention.Config()
         components = ["model", "loss"] if case.compile_loss else ["model"]
-        compile_config = CompileConfig(enable=compiled, backend="aot_eager", components=components)
+        compile_config = CompileConfig(enable=compiled, backend=backend, components=components)
         loss = CrossEntropyLoss.Config(global_vocab_size=model_config.vocab_size)  # spmd_types' TP loss needs it
         config = Trainer.Config(parallelism=self.parallelism, training=training, compile=compile_config,
                                 loss=loss, activation_checkpoint=_ac_config(case.ac))
@@ -155,19 +155,21 @@ def _ac_config(ac: str):
     return {"selective": lambda: SelectiveAC.Config(), "full": lambda: FullAC.Config(), "none": lambda: None}[ac]()
 
 
-def run_case(case: TitanCase, steps: int = 3, modes: Sequence[str] = MODES,
-             backend: str = "aot_eager") -> list[RunResult]:
+def run_case(case: TitanCase, steps: int = 3, modes: Sequence[str] = MODES, backend: str = "aot_eager",
+             explain: bool = True) -> list[RunResult]:
     """Train ``case`` ``steps`` steps in each mode on this rank (call on
-    every rank of a world of ``case.world_size``)."""
+    every rank of a world of ``case.world_size``); ``explain``: see
+    :func:`~.runs.run_modes`."""
     require()
     import torch.distributed as dist
 
     use_cpu()
     world_size = dist.get_world_size()
-    return run_modes(case.id, lambda compiled: TitanTraining(case, compiled, world_size), steps, modes, backend)
+    return run_modes(case.id, lambda compiled, backend: TitanTraining(case, compiled, world_size, backend),
+                     steps, modes, backend, explain)
 
 
 def run_cases(cases: Sequence[TitanCase], steps: int = 3, modes: Sequence[str] = MODES,
-              backend: str = "aot_eager") -> list[RunResult]:
+              backend: str = "aot_eager", explain: bool = True) -> list[RunResult]:
     """Several cases in one world (spawning and importing are the slow part)."""
-    return [r for case in cases for r in run_case(case, steps, modes, backend)]
+    return [r for case in cases for r in run_case(case, steps, modes, backend, explain)]

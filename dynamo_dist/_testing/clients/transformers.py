@@ -37,12 +37,12 @@ def require() -> None:
 class HFTraining:
     """One ``from_pretrained`` of the saved model, sharded, on this rank."""
 
-    def __init__(self, case: HFCase, path: str, compiled: bool) -> None:
+    def __init__(self, case: HFCase, path: str, compiled: bool, backend: str = "aot_eager") -> None:
         self.case = case
         self.model = LlamaForCausalLM.from_pretrained(path, distributed_config=DistributedConfig(tp_size=case.tp_size),
                                                       dtype=torch.float32)
         self.model.train()
-        self.forward = torch.compile(self.model) if compiled else self.model
+        self.forward = torch.compile(self.model, backend=backend) if compiled else self.model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=False)
 
     def state(self) -> list[torch.Tensor]:
@@ -81,11 +81,12 @@ def save_model(case: HFCase, path: str) -> None:
 
 
 def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend: str = "aot_eager",
-             path: str | None = None) -> list[RunResult]:
+             path: str | None = None, explain: bool = True) -> list[RunResult]:
     """Train ``case`` ``steps`` steps in each mode on this rank (call on every
     rank of a world of ``case.world_size``). ``path``: a directory every rank
     sees, for the saved model (by default a temporary one, which assumes the
-    ranks share a file system, as on one machine)."""
+    ranks share a file system, as on one machine); ``explain``: see
+    :func:`~.runs.run_modes`."""
     require()
     own = path is None
     if own:
@@ -94,7 +95,8 @@ def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend
         path = made[0]
     try:
         save_model(case, path)
-        return run_modes(case.id, lambda compiled: HFTraining(case, path, compiled), steps, modes, backend)
+        return run_modes(case.id, lambda compiled, backend: HFTraining(case, path, compiled, backend),
+                         steps, modes, backend, explain)
     finally:
         dist.barrier()
         if own and dist.get_rank() == 0:
