@@ -19,6 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh as _init_device_mesh
 import torch._dynamo.variables.distributed as _stock_dist_trackers
 from torch.distributed.distributed_c10d import _WorldMeta
 from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (re-exported)
+from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 
 def _dynamo_distributed_has(name: str) -> bool:
     return hasattr(_stock_dist_trackers, name)
@@ -52,6 +53,15 @@ def runtime_coordinate_op() -> Any:
     from torch.distributed._ops import device_mesh as _ops  # noqa: F401  (registers; imports DTensor ops)
 
     return torch.ops.device_mesh._runtime_compute_coordinate_on_dim
+
+
+def clear_sharding_propagation_cache() -> None:
+    """Forget DTensor's cached sharding propagations. The cache is keyed by
+    specs, and equal meshes are equal keys: a model parallelized again on new
+    meshes equal to earlier ones gets output specs that name the earlier mesh
+    objects, which FSDP2 rejects (it checks that a parameter's mesh *is* the
+    mesh it was given)."""
+    _clear_sharding_prop_cache()
 
 
 # -- DeviceMesh ---------------------------------------------------------------
