@@ -27,6 +27,9 @@ Hook points (torch 2.13, see DESIGN.md):
 - ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.DTENSOR_SPEC_GUARD_POINT``): a
   DTensor input's spec guard checks the same facts in time independent of
   the world size (``guards/dtensor.py``).
+- AOTAutograd's ``functionalize_rng_ops`` (``C.partitioner``): under
+  activation checkpointing, a random op's saved RNG state goes among the saved
+  tensors, not after a saved mesh (2.12 / 2.13 failed a TP block with SDPA).
 - ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
   ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
   guards are ``variables.identity``'s.
@@ -204,6 +207,9 @@ def apply() -> None:
         for module in C.IDENTITY_HOOK_POINTS:
             _more_patches.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
         _more_patches.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
+        if C.partitioner.RNG_STATES_HOOK_POINT is not None:
+            owner, name = C.partitioner.RNG_STATES_HOOK_POINT
+            _more_patches.set(owner, name, C.partitioner.rng_states_before_saved_objects(getattr(owner, name)))
         if C.AOT_CODEGEN_HOOK_POINT is not None:
             owner, name = C.AOT_CODEGEN_HOOK_POINT
             _more_patches.set(owner, name, _runtime_only_generated(getattr(owner, name)))

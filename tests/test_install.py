@@ -22,7 +22,18 @@ def _snapshot():
         TensorVariable.__dict__[_compat.TENSOR_GETATTR_SLOT],
         runtime_wrappers.gen_alias_from_base,
         *_cache_hook_points(),
+        *_guard_and_aot_hook_points(),
     )
+
+
+def _guard_and_aot_hook_points() -> tuple:
+    """Where ``is`` is decided, a DTensor input's spec guard, and the RNG
+    states under activation checkpointing."""
+    points = [module.__dict__["vt_identity_compare"] for module in _compat.IDENTITY_HOOK_POINTS]
+    points.append(getattr(*_compat.DTENSOR_SPEC_GUARD_POINT))
+    if _compat.partitioner.RNG_STATES_HOOK_POINT is not None:
+        points.append(getattr(*_compat.partitioner.RNG_STATES_HOOK_POINT))
+    return tuple(points)
 
 
 def _cache_hook_points() -> tuple:
