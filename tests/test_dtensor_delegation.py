@@ -44,7 +44,10 @@ def test_dtensor_programs_compile_like_stock(backend):
             stock = compile_and_run(fn, *args, backend=backend)
             with dynamo_dist.enabled():
                 ours = compile_and_run(fn, *args, backend=backend)
-            scatters = fn is partial_to_shard
-            assert_close_in_fake_world(ours.compiled, ours.eager, scatters)
-            assert_close_in_fake_world(ours.compiled, stock.compiled, scatters)
+            # Every program here runs a collective: where the fake process
+            # group leaves some outputs unwritten (2.11 / 2.12; seen as NaN in
+            # an all-gather's result on a loaded machine), values are undefined
+            # and only shapes are compared (the gloo tests compare values).
+            assert_close_in_fake_world(ours.compiled, ours.eager, True)
+            assert_close_in_fake_world(ours.compiled, stock.compiled, True)
             assert ours.frame_count == stock.frame_count == 1, fn.__name__
