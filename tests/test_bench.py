@@ -108,3 +108,20 @@ def test_doc_is_stamped(quick):
     assert "<!-- bench-warm:begin -->" in doc  # warm start: a block (and stamp) of its own
     assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m dynamo_dist bench" in doc
     assert f"torch {RUNNING}" in doc
+
+
+def test_scale_rows_hold_what_the_sweep_reports():
+    """The scale section's rows on a small world (``--only scale`` runs the
+    sweep to 65,536 ranks): a trace that meets a known mesh computes no
+    fingerprint, the plugin's key for a mesh is smaller than the pickled
+    mesh stock keys with, and identical per-block compiles compile once."""
+    from dynamo_dist.benchmarks import scale
+    from dynamo_dist.benchmarks.suite import QUICK
+
+    world = scale.measure_world(512, 2, QUICK, lambda _: None)
+    assert world["mesh"] == [64, 8]
+    assert (world["fingerprints_first_trace"], world["fingerprints_next_trace"]) == (1, 0)
+    assert world["key_bytes"]["plugin"] < world["key_bytes"]["stock"]
+    assert all(_positive(world["guard_overhead_us"][f]["plugin"]) for f in scale.FUNCTIONS)
+    blocks = scale.measure_blocks(8, 2, QUICK, lambda _: None)
+    assert blocks["frames"] == {"stock": 1, "plugin": 1}
