@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch._dynamo.backends.registry import lookup_backend
 from torch._dynamo.testing import CompileCounterWithBackend
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate
 
 import dynamo_dist
 from dynamo_dist import _compat
@@ -119,39 +119,6 @@ def test_dtensor_with_act_local_then_plain_local_share_one_graph(world2, plugin)
     if _compat.collective.NEEDS_BACKPORT:
         for seen in recorder.runtime_inputs:
             assert ACT not in seen, seen
-
-
-def square(x):
-    return x * x
-
-
-def _grad_dtensor_inputs():
-    """A DTensor that requires grad with an ACT local (what an eager
-    ``redistribute(..., async_op=True)`` of a parameter returns: torchtitan's
-    first block input), then one with a plain local; and their leaves."""
-    mesh = make_mesh((2,), ("tp",))
-    leaves = [DTensor.from_local(torch.arange(4.0) + i, mesh, [Shard(0)], run_check=False).requires_grad_()
-              for i in (0, 10)]
-    return ([leaves[0].redistribute(mesh, [Replicate()], async_op=True),
-             leaves[1].redistribute(mesh, [Replicate()], async_op=False)], leaves)
-
-
-@shares
-def test_dtensor_that_requires_grad_with_act_local_shares_one_graph_and_its_gradients(world2, plugin):
-    inputs, _ = _grad_dtensor_inputs()
-    assert all(x.requires_grad for x in inputs)
-    assert type(inputs[0]._local_tensor) is ACT and type(inputs[1]._local_tensor) is torch.Tensor
-    compiled, counter, _ = _compile(square)
-    for fn in (square, compiled):
-        inputs, leaves = _grad_dtensor_inputs()
-        outs = [fn(x) for x in inputs]
-        for out in outs:
-            out.to_local().sum().backward()
-        if fn is square:
-            want = ([o.to_local().detach() for o in outs], [leaf.grad.to_local() for leaf in leaves])
-    got = ([o.to_local().detach() for o in outs], [leaf.grad.to_local() for leaf in leaves])
-    torch.testing.assert_close(got, want)
-    assert counter.frame_count == 1
 
 
 def test_a_plain_tensor_whose_shape_changes_after_an_act_recompiles_once_dynamic(world2, plugin):

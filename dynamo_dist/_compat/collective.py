@@ -15,15 +15,10 @@ it resolves to, read through ``ResolvedCollectiveSource``:
 - code that observes the class (``isinstance``, ``type``, ``__class__``)
   puts the class guard back (``observed_class``), as upstream does.
 
-A DTensor whose local tensor is an ACT is resolved the same way: guards see
-it rebuilt around the ACT's inner tensor. The graph gets a DTensor whose
-local tensor is waited: a rebuilt one when it does not require grad; the
-user's own DTensor, its local tensor swapped for the waited one, when it
-does (a rebuilt DTensor would be a new autograd leaf, cut from the user's
-graph; autograd tracks a DTensor on the DTensor, not on its local tensor, and
-the swap changes no value, only that the wait has happened, as any eager use
-of the DTensor would). Everything here is inert unless ``NEEDS_BACKPORT``
-(the running torch has no ``UnwrapCollectiveTensorSource``).
+A DTensor whose local tensor is an ACT is resolved the same way, rebuilt
+around the resolved local tensor; only when it does not require grad (a
+rebuilt DTensor is a new autograd leaf). Everything here is inert unless
+``NEEDS_BACKPORT`` (the running torch has no ``UnwrapCollectiveTensorSource``).
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ GUARD_FN_NAME = "___dynamo_dist_unwrap_collective"
 
 
 def _rebuilt(x: DTensor, local: torch.Tensor) -> DTensor:
-    return DTensor(local, x._spec, requires_grad=x.requires_grad)
+    return DTensor(local, x._spec, requires_grad=False)
 
 
 def unwrap_for_guards(x: Any) -> Any:
@@ -74,15 +69,13 @@ def _wait_for_graph(x: Any) -> Any:
     if type(x) is AsyncCollectiveTensor:
         return x.trigger_wait()
     if type(x) is DTensor and type(x._local_tensor) is AsyncCollectiveTensor:
-        if not x.requires_grad:
-            return _rebuilt(x, x._local_tensor.trigger_wait())
-        x._local_tensor = x._local_tensor.trigger_wait()
+        return _rebuilt(x, x._local_tensor.trigger_wait())
     return x
 
 
 # What the compiled graph receives: an ACT waited (its resolved tensor), a
-# DTensor with an ACT local with that local waited (see the module
-# docstring); anything else unchanged. The compiled code calls it before the graph, so the graph never
+# DTensor with an ACT local rebuilt around the waited local; anything else
+# unchanged. The compiled code calls it before the graph, so the graph never
 # reads unfinished data. Dynamo is off inside it: compiling it (or
 # ``trigger_wait``) would meet an ACT input again.
 wait_for_graph = dynamo_disable(_wait_for_graph)
@@ -108,17 +101,12 @@ def needs_resolving(source: Any, value: Any) -> bool:
     DTensor's ``_local_tensor`` is left to stock: its DTensor decides."""
     if type(value) is AsyncCollectiveTensor:
         return not (isinstance(source, AttrSource) and source.member == "_local_tensor")
-    return type(value) is DTensor and type(value._local_tensor) is AsyncCollectiveTensor
+    return (type(value) is DTensor and type(value._local_tensor) is AsyncCollectiveTensor
+            and not value.requires_grad)
 
 
 def wrap_resolved(tx: Any, source: Any, value: Any) -> VariableTracker:
-    """The tracker of ``value``'s resolved tensor, read through
-    ``ResolvedCollectiveSource``. A DTensor that requires grad is traced as
-    itself, its local tensor waited now (the graph would wait it first
-    anyway): a rebuilt one would be an autograd leaf, which AOTAutograd
-    traces differently from the non-leaf the user passes."""
-    if type(value) is DTensor and value.requires_grad:
-        return VariableBuilder(tx, ResolvedCollectiveSource(source))(_wait_for_graph(value))
+    """The tracker of ``value``'s resolved tensor, read through ``ResolvedCollectiveSource``."""
     return VariableBuilder(tx, ResolvedCollectiveSource(source))(unwrap_for_guards(value))
 
 
