@@ -9,7 +9,7 @@ installs the cheapest guard that keeps every folded answer sound:
 """
 
 from ._lambda import install_identity_guard
-from .mesh import install_mesh_guard, mesh_fingerprint
+from .mesh import install_mesh_guard, known_fingerprint, mesh_fingerprint
 from .placement import install_placement_guard
 from .process_group import install_default_group_guard, install_group_guard
 
@@ -19,5 +19,6 @@ __all__ = [
     "install_placement_guard",
     "install_group_guard",
     "install_default_group_guard",
+    "known_fingerprint",
     "mesh_fingerprint",
 ]

@@ -54,7 +54,7 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> Any:
     with its guard installed; None to let stock Dynamo handle the value."""
     if isinstance(value, C.DeviceMesh):
         try:
-            guards.mesh_fingerprint(value)
+            guards.known_fingerprint(value, not C.compile_on_one_rank())
         except Exception:
             # A mesh still being constructed: Dynamo is tracing DeviceMesh's
             # own __init__ (init_device_mesh ran after a graph break). Stock
