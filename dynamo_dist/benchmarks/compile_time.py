@@ -1,4 +1,4 @@
-"""Item 1: trace + compile time, stock torch vs the plugin.
+"""Section 1 of the benchmarks: trace + compile time, stock torch vs the plugin.
 
 (a) Mesh / placement / group query functions (backend ``eager``: tracing is
     the whole cost), in a fake 8-rank world.

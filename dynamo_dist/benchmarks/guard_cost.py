@@ -1,4 +1,4 @@
-"""Item 2: the per-call cost of a compiled function over its bare graph.
+"""Section 2 of the benchmarks: the per-call cost of a compiled function over its bare graph.
 
 A compiled function taking a mesh, placements, a process group and two
 DTensors is called many times. Its *bare graph* is what the backend compiled

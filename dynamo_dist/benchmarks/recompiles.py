@@ -1,4 +1,4 @@
-"""Item 3: recompiles and correctness on a workload that varies its inputs.
+"""Section 3 of the benchmarks: recompiles and correctness on a workload that varies its inputs.
 
 Step functions take a mesh, placements and a process group (one only
 queries them, one also all-reduces on the group) and are called with a

@@ -1,4 +1,4 @@
-"""Item 4: training-step time on real multi-process worlds.
+"""Section 4 of the benchmarks: training-step time on real multi-process worlds.
 
 For each model (``dynamo_dist.demo.models``: the tensor-parallel MLP and
 transformer block, parallelized on a 1-D mesh over the whole world) and each
