@@ -268,3 +268,18 @@ def test_explain_restores_everything(installed):
         assert _observable_state() == before
     finally:
         dynamo_dist.uninstall()
+
+
+def test_a_long_evenly_spaced_group_is_reported_as_its_range():
+    """A world-spanning group's 65,536 ranks would make every report grow
+    with the world: past a few dozen, an evenly spaced list is its range."""
+    from dynamo_dist.diagnostics.graphs import RANKS_LISTED, compact_ranks
+    from dynamo_dist.diagnostics.render import _ranks
+
+    assert compact_ranks([0, 1, 2, 3]) == [0, 1, 2, 3]
+    assert compact_ranks(list(range(RANKS_LISTED))) == list(range(RANKS_LISTED))
+    long = list(range(7, 65536, 8))
+    assert compact_ranks(long) == {"start": 7, "stop": 65543, "step": 8, "count": 8192}
+    assert _ranks(compact_ranks(long)) == "7..65535, step 8 (8192 ranks)"
+    uneven = [*range(RANKS_LISTED), 1000]
+    assert compact_ranks(uneven) == uneven

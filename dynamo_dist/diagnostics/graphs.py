@@ -55,7 +55,8 @@ class Collective:
     ``wait_tensor``), ``waited`` whether its result goes to a ``wait_tensor``
     (``None`` for ``wait_tensor`` and for synchronous ops).
 
-    The details (``ranks`` of the group, input ``shape``, ``dtype``,
+    The details (``ranks`` of the group (a ``start``/``stop``/``step``/``count``
+    range past ``RANKS_LISTED`` evenly spaced ranks), input ``shape``, ``dtype``,
     ``bytes_per_rank``, the ``stage`` of the graph: ``"dynamo"``, ``"forward"``,
     ``"backward"``) describe the call; two collectives are equal when their
     op, group and ``waited`` are."""
@@ -63,7 +64,7 @@ class Collective:
     op: str
     group: str | None
     waited: bool | None = None
-    ranks: list[int] | None = field(default=None, compare=False)
+    ranks: list[int] | dict[str, int] | None = field(default=None, compare=False)
     shape: list[Any] = field(default_factory=list, compare=False)
     dtype: str = field(default="?", compare=False)
     bytes_per_rank: int | None = field(default=None, compare=False)
@@ -71,6 +72,22 @@ class Collective:
 
     def __str__(self) -> str:
         return self.op if self.group is None else f"{self.op}[{self.group}]"
+
+
+# A group's ranks are listed up to this many; a longer, evenly spaced list
+# (a world-spanning group of 65,536 ranks) is reported as its range, so a
+# report's size does not grow with the world.
+RANKS_LISTED = 64
+
+
+def compact_ranks(ranks: list[int] | None) -> list[int] | dict[str, int] | None:
+    """``ranks``, or ``{"start", "stop", "step", "count"}`` for a long evenly spaced list."""
+    if ranks is None or len(ranks) <= RANKS_LISTED:
+        return ranks
+    step = ranks[1] - ranks[0]
+    if step <= 0 or any(b - a != step for a, b in zip(ranks, ranks[1:])):
+        return ranks
+    return {"start": ranks[0], "stop": ranks[-1] + step, "step": step, "count": len(ranks)}
 
 
 def group_ranks(group_name: str) -> list[int] | None:
@@ -137,7 +154,7 @@ def _describe(node: torch.fx.Node, op: str, names: list[str], waited: bool | Non
     per_rank = None
     if nbytes is not None and isinstance(size, int) and size > 0:
         per_rank = 0 if size == 1 else round(_FACTOR.get(op, lambda g: 1)(size) * nbytes)
-    return Collective(op, group, waited, ranks=ranks,
+    return Collective(op, group, waited, ranks=compact_ranks(ranks),
                       shape=[_shape(t) for t in tensors] if len(tensors) > 1 else _shape(tensors[0]),
                       dtype=_dtype(tensors[0]) if tensors else "?", bytes_per_rank=per_rank, stage=stage)
 

@@ -57,7 +57,8 @@ def compare_ranks(reports: list[dict[str, Any]]) -> list[str]:
 
 
 def _signature(c: dict[str, Any]) -> str:
-    size = len(c["ranks"]) if c["ranks"] is not None else "?"
+    ranks = c["ranks"]
+    size = "?" if ranks is None else ranks["count"] if isinstance(ranks, dict) else len(ranks)
     return f"{c['op']}({c['shape']}, {c['dtype']}, {size} ranks)"
 
 

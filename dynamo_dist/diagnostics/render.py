@@ -128,8 +128,13 @@ def _cache_summary(outcomes: list[Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def _ranks(ranks: list[int] | None) -> str:
-    return "?" if ranks is None else "[" + ",".join(map(str, ranks)) + "]"
+def _ranks(ranks: list[int] | dict[str, int] | None) -> str:
+    if ranks is None:
+        return "?"
+    if isinstance(ranks, dict):  # graphs.compact_ranks
+        step = f", step {ranks['step']}" if ranks["step"] != 1 else ""
+        return f"{ranks['start']}..{ranks['stop'] - ranks['step']}{step} ({ranks['count']} ranks)"
+    return "[" + ",".join(map(str, ranks)) + "]"
 
 
 def _shape(shape: list[Any]) -> str:
