@@ -65,7 +65,7 @@ from torch.distributed import PrefixStore
 
 from . import _compat as C
 from ._compat import observe as O
-from . import aot_alias, baked_ops, cache_keys
+from . import aot_alias, baked_ops, cache_keys, sdpa_cache
 from .guards import dtensor as dtensor_guard
 from .variables import dtensor, identity, registry
 from .variables.base import fold_builtin, folds_builtin
@@ -299,8 +299,9 @@ def _cache_key_patches(p: Patches) -> None:
     (``cache_keys.py``, ``baked_ops.py``): meshes pickle as their identity in
     the FX-graph and AOTAutograd cache keys, ``DeviceMesh._stable_hash`` (the
     AOTAutograd key of a DTensor input) is that identity's digest, every key
-    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` is a
-    cacheable graph call target."""
+    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` and the
+    calls of ``with sdpa_kernel(...)`` (``sdpa_cache.py``) are cacheable graph
+    call targets."""
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 
@@ -324,7 +325,8 @@ def _cache_key_patches(p: Patches) -> None:
     if C.caches.MESH_STABLE_HASH is not None:
         p.set(*C.caches.MESH_STABLE_HASH, cache_keys.mesh_cache_hash)
     config = O.inductor_config()
-    marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor)}
+    marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor),
+              **sdpa_cache.marked_cacheable()}
     p.set(config, "unsafe_marked_cacheable_functions", marked)
 
 
