@@ -450,6 +450,19 @@ def end_recording(p: Patches) -> None:
     p.restore()
 
 
+def bypass_log_patches(handler: Any) -> Patches:
+    """The compile caches' loggers (``C.caches.bypass_loggers()``) at INFO,
+    feeding ``handler`` only (not propagating: nothing new is printed), so it
+    receives each bypass with its reason (the benchmarks' warm-start children)."""
+    p = Patches()
+    for log in C.caches.bypass_loggers().values():
+        if not log.isEnabledFor(logging.INFO):
+            _set_logger_level(p, log, logging.INFO)
+        p.set(log, "handlers", [*log.handlers, handler])
+        p.set(log, "propagate", False)
+    return p
+
+
 def compile_patches(replacement: Any) -> Patches:
     """``torch.compile`` replaced (``explain`` gives every compile its recording backend)."""
     p = Patches()

@@ -22,9 +22,11 @@ GENERATED = {
     "stock-diff": "docs/coverage.md",
     "bench": "docs/benchmarks.md",  # python -m dynamo_dist bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
+    "bench-warm-clients": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m dynamo_dist bench --update-readme README.md
     "bench-warm-summary": "README.md",
+    "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
 }
 README_MAX_LINES = 200
