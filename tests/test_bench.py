@@ -133,7 +133,8 @@ def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch)
            "bypass_reasons": {"warm": {"stock": ["aot_autograd: the graph calls a custom torch.autograd.Function"]}}}
     text = report.text({"meta": {}, "warm_start_clients": [skipped, ran]})
     assert f"- {name}: skipped (not installed: torchtitan" in text
-    assert "- transformers Llama TP=2, stock: aot_autograd: the graph calls a custom torch.autograd.Function" in text
+    assert ("- AOTAutograd cache: the graph calls a custom torch.autograd.Function — transformers Llama TP=2 (stock)"
+            in text)
     summary = report.summary({"warm_start_clients": [skipped, ran]})
     assert name not in summary and "warm start, transformers Llama TP=2, gloo x2, inductor" in summary
     assert summary.rstrip().endswith("| no |")  # a bypass is not a full hit

@@ -130,13 +130,21 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _bypass_notes(rows: list[dict[str, Any]]) -> str:
-    """Why a cache bypassed a graph in the warm runs, per row and side (as explain words it)."""
-    lines = []
+    """Why a cache bypassed graphs in the warm runs (as explain words it),
+    once per reason, with the rows and sides it held for."""
+    from ..diagnostics.caches import CACHE_NAMES  # heavy: imports torch, which the tables do not need
+
+    where: dict[str, dict[str, list[str]]] = {}
     for r in rows:
         for side in ("stock", "plugin"):
             for reason in r.get("bypass_reasons", {}).get("warm", {}).get(side, []):
-                lines.append(f"- {_model(r)}, {side}: {reason}")
-    return "Bypasses in the warm runs:\n\n" + "\n".join(lines) if lines else ""
+                where.setdefault(reason, {}).setdefault(_model(r), []).append(side)
+    lines = []
+    for reason, models in where.items():
+        cache, _, words = reason.partition(": ")
+        held = "; ".join(f"{model} ({', '.join(sides)})" for model, sides in models.items())
+        lines.append(f"- {CACHE_NAMES.get(cache, cache)} cache: {words} — {held}")
+    return "Bypasses in the warm runs, by reason:\n\n" + "\n".join(lines) if lines else ""
 
 
 def _skipped(rows: list[dict[str, Any]]) -> str:
