@@ -68,7 +68,7 @@ from torch.distributed import PrefixStore
 
 from . import _compat as C
 from ._compat import observe as O
-from . import aot_alias, baked_ops, cache_keys
+from . import aot_alias, baked_ops, cache_keys, sdpa_cache
 from .guards import dtensor as dtensor_guard
 from .variables import dtensor, identity, registry
 from .variables.base import fold_builtin, folds_builtin
@@ -305,8 +305,9 @@ def _cache_key_patches(p: Patches) -> None:
     (``cache_keys.py``, ``baked_ops.py``): meshes pickle as their identity in
     the FX-graph and AOTAutograd cache keys, ``DeviceMesh._stable_hash`` (the
     AOTAutograd key of a DTensor input) is that identity's digest, every key
-    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` is a
-    cacheable graph call target."""
+    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` and the
+    calls of ``with sdpa_kernel(...)`` (``sdpa_cache.py``) are cacheable graph
+    call targets."""
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 
@@ -330,7 +331,8 @@ def _cache_key_patches(p: Patches) -> None:
     if C.caches.MESH_STABLE_HASH is not None:
         p.set(*C.caches.MESH_STABLE_HASH, cache_keys.mesh_cache_hash)
     config = O.inductor_config()
-    marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor)}
+    marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor),
+              **sdpa_cache.marked_cacheable()}
     p.set(config, "unsafe_marked_cacheable_functions", marked)
 
 
@@ -452,6 +454,19 @@ def end_recording(p: Patches) -> None:
         seen = {id(m) for m in original}
         original.extend(m for m in wide if id(m) not in seen)
     p.restore()
+
+
+def bypass_log_patches(handler: Any) -> Patches:
+    """The compile caches' loggers (``C.caches.bypass_loggers()``) at INFO,
+    feeding ``handler`` only (not propagating: nothing new is printed), so it
+    receives each bypass with its reason (the benchmarks' warm-start children)."""
+    p = Patches()
+    for log in C.caches.bypass_loggers().values():
+        if not log.isEnabledFor(logging.INFO):
+            _set_logger_level(p, log, logging.INFO)
+        p.set(log, "handlers", [*log.handlers, handler])
+        p.set(log, "propagate", False)
+    return p
 
 
 def compile_patches(replacement: Any) -> Patches:

@@ -2,6 +2,7 @@
 present with sane numbers. No timing assertions (performance is measured by
 the benchmark itself, never by tests)."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -125,3 +126,32 @@ def test_scale_rows_hold_what_the_sweep_reports():
     assert all(_positive(world["guard_overhead_us"][f]["plugin"]) for f in scale.FUNCTIONS)
     blocks = scale.measure_blocks(8, 2, QUICK, lambda _: None)
     assert blocks["frames"] == {"stock": 1, "plugin": 1}
+
+
+def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch):
+    """The clients' warm start (``--only warm_start_clients``): never in a
+    plain or ``--quick`` run; a row whose client is missing is skipped with
+    the reason, in the table and not in the summary; bypasses are listed."""
+    from dynamo_dist.benchmarks import report, suite, warm_clients
+
+    assert "warm_start_clients" in suite.SECTIONS and "warm_start_clients" not in suite.DEFAULT_SECTIONS
+    assert set(suite.QUICK.warm_clients) <= set(warm_clients.ROWS) and suite.FULL.warm_clients
+    monkeypatch.setattr(warm_clients, "missing", lambda client: ["torchtitan"] if client == "torchtitan" else [])
+    name = "torchtitan TP=2, partial_dtensor, selective AC"
+    [task] = warm_clients.tasks(dataclasses.replace(suite.QUICK, warm_clients=(name,)))
+    skipped = task.run(lambda _: None)
+    assert skipped["skipped"].startswith("not installed: torchtitan")
+
+    ran = {"model": "transformers Llama TP=2", "world": "gloo", "ranks": 2, "cold_repeats": 1, "warm_repeats": 1,
+           "cold": {"stock_s": 40.0, "plugin_s": 36.0, "ratio": 0.9}, "warm": {"stock_s": 15.0, "plugin_s": 6.0,
+           "ratio": 0.4}, "warm_cpu": {"ratio": 0.4},
+           "caches": {"warm": {s: [{"fx_graph": {"hit": 4, "miss": 0, "bypass": 0},
+                                    "aot_autograd": {"hit": 1, "miss": 0, "bypass": 1}}] for s in ("stock", "plugin")}},
+           "bypass_reasons": {"warm": {"stock": ["aot_autograd: the graph calls a custom torch.autograd.Function"]}}}
+    text = report.text({"meta": {}, "warm_start_clients": [skipped, ran]})
+    assert f"- {name}: skipped (not installed: torchtitan" in text
+    assert ("- AOTAutograd cache: the graph calls a custom torch.autograd.Function — transformers Llama TP=2 (stock)"
+            in text)
+    summary = report.summary({"warm_start_clients": [skipped, ran]})
+    assert name not in summary and "warm start, transformers Llama TP=2, gloo x2, inductor" in summary
+    assert summary.rstrip().endswith("| no |")  # a bypass is not a full hit

@@ -22,9 +22,11 @@ GENERATED = {
     "stock-diff": "docs/coverage.md",
     "bench": "docs/benchmarks.md",  # python -m dynamo_dist bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
+    "bench-warm-clients": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m dynamo_dist bench --update-readme README.md
     "bench-warm-summary": "README.md",
+    "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
 }
 README_MAX_LINES = 200
@@ -101,7 +103,8 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
 
 
 # The saved results (benchmarks/results/, their one home) the README's summaries show.
-README_RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json")
+README_RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
+                  "benchmarks/results/warm_start_clients_2.15.0.json")
 
 
 def test_readme_summaries_are_the_saved_results(tmp_path):

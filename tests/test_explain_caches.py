@@ -190,3 +190,29 @@ def test_collectives_read_from_a_printed_graph_equal_the_traced_ones():
         assert want and got == want
         assert [(c.ranks, c.shape, c.dtype, c.bytes_per_rank) for c in got] == \
             [(c.ranks, c.shape, c.dtype, c.bytes_per_rank) for c in want]
+
+
+@pytest.mark.parametrize("raw, words", [
+    # torchtitan's attention block without activation checkpointing, stock
+    ("Unsupported call_function target <function _backend_from_string at 0x7f6>. \n Function module: "
+     "torch.nn.attention, \nFunction name: _backend_from_string",
+     "the graph chooses the SDPA backend (`with sdpa_kernel(...)`, recorded as torch.nn.attention."
+     "_backend_from_string), which the AOTAutograd cache does not accept by default; dynamo_dist marks it "
+     "cacheable, keyed by the backends named — is the plugin installed?"),
+    # torchtitan's block under its default selective activation checkpointing
+    ("SAC context_fn does not have a cache_hash attribute. To enable caching with selective activation "
+     "checkpointing, add a 'cache_hash' attribute to your context_fn.",
+     "the graph runs selective activation checkpointing whose policy (`context_fn`) has no `cache_hash`"),
+    # torchtitan's tensor-parallel loss (_LossParallelCrossEntropy)
+    ("Unsupported call_function target autograd_function_apply. \n Function module: torch.ops.higher_order, "
+     "\nFunction name: autograd_function_apply",
+     "the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which the "
+     "AOTAutograd cache refuses unless you vouch"),
+])
+def test_client_bypasses_in_plain_words(raw, words):
+    """What stops torchtitan's graphs from caching, as explain says it."""
+    from dynamo_dist.diagnostics.caches import describe
+    from dynamo_dist.diagnostics.report import STOCK
+
+    reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
+    assert reason.startswith(words) and detail == raw.splitlines()[0]

@@ -21,13 +21,21 @@ programs get stable, sound cache keys, and the counters diagnostics read.
 - ``cacheable_functions()``: inductor's ``unsafe_marked_cacheable_functions``
   (name -> version string, part of the key through the config hash): the
   functions the AOTAutograd cache accepts as graph call targets.
+- ``sdpa_backend_calls()``: the two private functions Dynamo puts in a graph
+  for ``with sdpa_kernel(...)`` (``SDPAKernelVariable``, torch 2.11-2.15):
+  ``_backend_from_string(name)`` per backend and ``_sdpa_kernel(backends,
+  set_priority)`` on entry and exit (see ``sdpa_cache.py``).
+- ``BYPASS_LOGS``: the loggers where each cache says why it bypassed, at
+  INFO, one line per bypass (``bypass_reason`` reads it back).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import logging
+from typing import Any, Callable
 
+import torch.nn.attention as sdpa_attention
 from torch._dynamo.utils import counters
 
 from .distributed import DeviceMesh
@@ -82,3 +90,29 @@ def stored_opaque_constants(graph: Any) -> dict[str, Any]:
 
 def cacheable_functions() -> dict[str, str]:
     return importlib.import_module("torch._inductor.config").unsafe_marked_cacheable_functions
+
+
+def sdpa_backend_calls() -> dict[str, Callable[..., Any]]:
+    """``module.name`` (as the AOTAutograd cache names a call target) -> the
+    function, for the calls Dynamo records for ``with sdpa_kernel(...)``."""
+    calls = (sdpa_attention._backend_from_string, sdpa_attention._sdpa_kernel)
+    return {f"{fn.__module__}.{fn.__name__}": fn for fn in calls}
+
+
+# cache -> (its module's logger, the text before the reason in its INFO line on a bypass)
+BYPASS_LOGS: dict[str, tuple[str, str]] = {
+    "fx_graph": ("torch._inductor.codecache", "Bypassing FX Graph Cache because "),
+    "aot_autograd": ("torch._functorch._aot_autograd.autograd_cache", "Bypassing autograd cache due to: "),
+}
+
+
+def bypass_loggers() -> dict[str, logging.Logger]:
+    return {cache: logging.getLogger(name) for cache, (name, _) in BYPASS_LOGS.items()}
+
+
+def bypass_reason(cache: str, message: str) -> str | None:
+    """The reason in a line a cache's logger wrote, if it is a bypass line."""
+    prefix = BYPASS_LOGS[cache][1]
+    if not message.startswith(prefix):
+        return None
+    return message[len(prefix):].strip("'")

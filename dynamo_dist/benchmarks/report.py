@@ -15,12 +15,15 @@ README_MARKER = "bench-summary"
 WARM = "warm_start"
 WARM_README_MARKER = "bench-warm-summary"
 WARM_GOAL = 0.5  # plugin warm first step / stock warm first step
+WARM_CLIENTS = "warm_start_clients"
 SCALE = "scale"
 SCALE_GOAL = 1.1  # plugin's cost at the largest world / at the smallest
 # Sections with blocks of their own (their own stamp, in the doc and the
 # README): ``--only SECTION`` rewrites them without touching the others'
 # figures, and back. Section -> (doc marker, README marker).
-OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER), SCALE: ("bench-scale", "bench-scale-summary")}
+OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
+              WARM_CLIENTS: ("bench-warm-clients", "bench-warm-clients-summary"),
+              SCALE: ("bench-scale", "bench-scale-summary")}
 
 
 def _f(value: Any, digits: int = 2) -> str:
@@ -112,7 +115,8 @@ def _outcomes(runs: list[dict[str, dict[str, int]]]) -> str:
 
 
 def warm_table(rows: list[dict[str, Any]]) -> str:
-    return _table(
+    ran = [r for r in rows if "skipped" not in r]
+    table = _table(
         ["model", "world", "cold: stock (s)", "cold: plugin (s)", "warm: stock (s)", "warm: plugin (s)",
          "warm: plugin / stock", "CPU: warm plugin / stock", "warm caches: stock", "warm caches: plugin",
          "runs (cold, warm)"],
@@ -120,8 +124,31 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
           _f(r["warm"].get("stock_s")), _f(r["warm"].get("plugin_s")), _f(r["warm"]["ratio"]),
           _f(r["warm_cpu"]["ratio"]), _outcomes(r["caches"]["warm"].get("stock", [])),
           _outcomes(r["caches"]["warm"].get("plugin", [])), f"{r['cold_repeats']}, {r['warm_repeats']}"]
-         for r in rows],
-    )
+         for r in ran],
+    ) if ran else ""
+    return "\n\n".join(p for p in (table, _bypass_notes(ran), _skipped(rows)) if p)
+
+
+def _bypass_notes(rows: list[dict[str, Any]]) -> str:
+    """Why a cache bypassed graphs in the warm runs (as explain words it),
+    once per reason, with the rows and sides it held for."""
+    from ..diagnostics.caches import CACHE_NAMES  # heavy: imports torch, which the tables do not need
+
+    where: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        for side in ("stock", "plugin"):
+            for reason in r.get("bypass_reasons", {}).get("warm", {}).get(side, []):
+                where.setdefault(reason, {}).setdefault(_model(r), []).append(side)
+    lines = []
+    for reason, models in where.items():
+        cache, _, words = reason.partition(": ")
+        held = "; ".join(f"{model} ({', '.join(sides)})" for model, sides in models.items())
+        lines.append(f"- {CACHE_NAMES.get(cache, cache)} cache: {words} — {held}")
+    return "Bypasses in the warm runs, by reason:\n\n" + "\n".join(lines) if lines else ""
+
+
+def _skipped(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(f"- {_model(r)}: skipped ({r['skipped']})" for r in rows if "skipped" in r)
 
 
 def _full_hit(runs: list[dict[str, dict[str, int]]]) -> bool:
@@ -131,6 +158,8 @@ def _full_hit(runs: list[dict[str, dict[str, int]]]) -> bool:
 def warm_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     out = []
     for r in rows:
+        if "skipped" in r:
+            continue
         warm = r["warm"]
         figure = (f"plugin / stock {warm['ratio']:.2f} (plugin {warm['plugin_s']:.2f} s, stock "
                   f"{warm['stock_s']:.2f} s); plugin {_outcomes(r['caches']['warm'].get('plugin', []))}")
@@ -140,7 +169,7 @@ def warm_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
             out.append([f"warm start, {_model(r)}", figure, "full hits on both sides", "yes" if met else "no"])
             continue
         met = warm["ratio"] <= WARM_GOAL and _full_hit(r["caches"]["warm"].get("plugin", []))
-        out.append([f"warm start, {r['model']}, {_world(r)}, inductor", figure,
+        out.append([f"warm start, {_model(r)}, {_world(r)}, inductor", figure,
                     f"<= {WARM_GOAL} and full hits", "yes" if met else "no"])
     return out
 
@@ -229,6 +258,9 @@ def tables(result: dict[str, Any]) -> str:
         parts.append("### 6. Scale (fake worlds, rank W-1 of W; medians, stock / plugin)\n\n"
                      + scale_table(result[SCALE]) + "\n\nPer-block compile of N identical TP blocks:\n\n"
                      + scale_blocks_table(result[SCALE]))
+    if result.get(WARM_CLIENTS):
+        parts.append("### 7. Warm start, clients (first training step of a new process on gloo ranks, inductor; "
+                     "median s)\n\n" + warm_table(result[WARM_CLIENTS]))
     return "\n\n".join(parts)
 
 
@@ -297,6 +329,7 @@ def summary(result: dict[str, Any]) -> str:
                          f"stock {ratio['stock']:.2f}, eager {ratio['eager']:.2f})", "<= 1.05",
                          "yes" if ratio["plugin"] <= 1.05 else "no"])
     rows += warm_summary_rows(result.get(WARM, []))
+    rows += warm_summary_rows(result.get(WARM_CLIENTS, []))
     rows += scale_summary_rows(result.get(SCALE, []))
     return _table(["benchmark", "figure", "goal", "met"], rows)
 

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _timing as T
-from . import compile_time, guard_cost, recompiles, scale, step_time, warm_start
+from . import compile_time, guard_cost, recompiles, scale, step_time, warm_clients, warm_start
 
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "scale")
-# ``bench`` with no ``--only``: every section but the scale sweep (fake worlds
-# up to 65,536 ranks, about half an hour), which runs on its own.
-DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s != "scale")
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale")
+# ``bench`` with no ``--only``: every section but those that run only when
+# named: the clients' warm start (torchtitan and transformers, about 45
+# minutes) and the scale sweep (fake worlds up to 65,536 ranks, about half an hour).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale")
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
-           "step_time": step_time, "warm_start": warm_start, "scale": scale}
+           "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class Config:
     warm_cold_repeats: int
     warm_repeats: int
     warm_timeout: float  # seconds one sample's process may take
+    # Warm start of the clients (warm_clients.ROWS): the cold runs as warm_cold_repeats.
+    warm_clients: tuple[str, ...]
+    warm_clients_repeats: int
     # Scale: fake worlds up to 65,536 ranks, models of up to 32 blocks.
     scale_guard_calls: int
     scale_block_calls: int
@@ -63,12 +68,14 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               step_backends=("aot_eager", "inductor"), step_repeats=9, step_steps=20, step_timeout=1800,
               warm_size="small", warm_models=("mlp", "transformer"), warm_worlds=("fake",), warm_control=True,
               warm_cold_repeats=1, warm_repeats=5, warm_timeout=900,
+              warm_clients=warm_clients.DEFAULT_ROWS, warm_clients_repeats=3,
               scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
                step_timeout=300, warm_size="tiny", warm_models=("mlp",), warm_worlds=("fake",), warm_control=False,
                warm_cold_repeats=1, warm_repeats=1, warm_timeout=300,
+               warm_clients=warm_clients.QUICK_ROWS, warm_clients_repeats=1,
                scale_guard_calls=300, scale_block_calls=50, scale_repeats=1)
 
 

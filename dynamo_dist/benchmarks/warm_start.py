@@ -20,25 +20,33 @@ compiles the unparallelized MLP: what a full hit costs with nothing
 distributed in the program.
 
 Each warm run starts from its own copy of the cold run's cache dir, so a run
-that misses (and writes new entries) cannot help the next one.
+that misses (and writes new entries) cannot help the next one. A child also
+says why a cache bypassed a graph (the caches' own log lines, in explain's
+words). ``warm_clients`` measures torchtitan and HF transformers the same way
+(``measure`` with its own child and rows).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from .._compat.caches import outcome_counts
+from .. import _hooks
+from .._compat.caches import BYPASS_LOGS, bypass_reason, outcome_counts
+from ..diagnostics.caches import describe
+from ..diagnostics.report import PLUGIN, STOCK
 from ..demo.models import build_model, local_input, make_input
 from ..worlds import fake_world, make_mesh, run_in_gloo_world
 from . import _timing as T
@@ -71,10 +79,37 @@ def first_step(side: str, model_name: str, size: str, mesh: Any,
     counter = T.FrameCounter("inductor")
     compiled = torch.compile(train_step, backend=counter, fullgraph=True)
     sync()
-    start, cpu = time.perf_counter(), T.cpu_seconds()
-    compiled(model, x).backward()
-    wall, cpu = time.perf_counter() - start, T.cpu_seconds() - cpu
-    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": outcome_counts()}
+    with BypassReasons(side) as bypasses:
+        start, cpu = time.perf_counter(), T.cpu_seconds()
+        compiled(model, x).backward()
+        wall, cpu = time.perf_counter() - start, T.cpu_seconds() - cpu
+    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": outcome_counts(),
+            "bypass_reasons": bypasses.reasons}
+
+
+class BypassReasons(logging.Handler):
+    """While in use: why the compile caches bypassed each graph, in the words
+    ``explain`` uses (``diagnostics.caches.describe``), from the caches' own
+    log lines (``_hooks.bypass_log_patches``)."""
+
+    def __init__(self, side: str) -> None:
+        super().__init__(logging.INFO)
+        self.mode = PLUGIN if side == T.PLUGIN else STOCK
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for cache, (logger, _) in BYPASS_LOGS.items():
+            raw = bypass_reason(cache, record.getMessage()) if record.name == logger else None
+            if raw is not None:
+                words, _ = describe(cache, "bypass", {"cache_bypass_reason": raw}, "", self.mode)
+                self.reasons.append(f"{cache}: {words}")
+
+    def __enter__(self) -> "BypassReasons":
+        self.patches = _hooks.bypass_log_patches(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.patches.restore()
 
 
 def _gloo_rank(side: str, model_name: str, size: str) -> dict[str, Any]:
@@ -88,15 +123,21 @@ def _sum_outcomes(per_rank: list[dict[str, dict[str, int]]]) -> dict[str, dict[s
     return {cache: {o: sum(r[cache][o] for r in per_rank) for o in OUTCOMES} for cache in per_rank[0]}
 
 
+def over_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One sample of a world from its ranks' first steps: the slowest rank's
+    time, the outcomes summed, every rank's kept (``per_rank``)."""
+    return {"wall": max(r["wall"] for r in ranks), "cpu": max(r["cpu"] for r in ranks),
+            "frames": max(r["frames"] for r in ranks), "caches": _sum_outcomes([r["caches"] for r in ranks]),
+            "bypass_reasons": sorted({b for r in ranks for b in r["bypass_reasons"]}), "per_rank": ranks}
+
+
 def child_main(side: str, world: str, model_name: str, size: str) -> dict[str, Any]:
     """One sample, in this process: the first step's wall and CPU seconds and
     the cache outcomes (gloo: the slowest rank's time, outcomes summed)."""
     torch.set_num_threads(1)  # as every benchmark process
     if world == "gloo":
         ranks = run_in_gloo_world(_gloo_rank, GLOO_RANKS, side, model_name, size, timeout=900)
-        return {"wall": max(r["wall"] for r in ranks), "cpu": max(r["cpu"] for r in ranks),
-                "frames": max(r["frames"] for r in ranks), "caches": _sum_outcomes([r["caches"] for r in ranks]),
-                "per_rank": ranks}
+        return over_ranks(ranks)
     if world == NO_WORLD:
         return first_step(side, "mlp" if model_name == CONTROL else model_name, size, None)
     with fake_world(*FAKE_WORLD):
@@ -107,7 +148,29 @@ def child_main(side: str, world: str, model_name: str, size: str) -> dict[str, A
 # The parent: fresh processes, cache dirs, alternating sides.
 
 
-def _child_env(cache_dir: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class Program:
+    """What one row measures: the child that runs one first step
+    (``python -m MODULE SIDE ARGS...``, printing one JSON line), its world and
+    the environment it needs beyond the cache settings."""
+
+    model: str  # the row's name
+    world: str  # "fake", "gloo", NO_WORLD
+    ranks: int
+    size: str | None
+    module: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    frames: int | None = 1  # compiled frames every run must show (None: any, the same in every run of a side)
+
+
+def built_in(world: str, model_name: str, size: str) -> Program:
+    """A model of ``demo.models`` (or the control) in one of this module's worlds."""
+    return Program(model_name, world, GLOO_RANKS if world == "gloo" else 1, size, __name__,
+                   (world, model_name, size))
+
+
+def _child_env(cache_dir: str, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     # Both local caches on (their defaults outside fbcode), nothing remote.
@@ -120,14 +183,15 @@ def _child_env(cache_dir: str) -> dict[str, str]:
     # sys.path but not installed, too): its parent folder goes first.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    env.update(extra)
     return env
 
 
-def run_child(side: str, world: str, model_name: str, size: str, cache_dir: str,
-              timeout: float) -> dict[str, Any]:
-    """``child_main`` in a fresh Python process using ``cache_dir``."""
-    cmd = [sys.executable, "-m", "dynamo_dist.benchmarks.warm_start", side, world, model_name, size]
-    proc = subprocess.run(cmd, env=_child_env(cache_dir), capture_output=True, text=True, timeout=timeout)
+def run_child(program: Program, side: str, cache_dir: str, timeout: float) -> dict[str, Any]:
+    """``program``'s child for ``side`` in a fresh Python process using ``cache_dir``."""
+    cmd = [sys.executable, "-m", program.module, side, *program.args]
+    proc = subprocess.run(cmd, env=_child_env(cache_dir, program.env), capture_output=True, text=True,
+                          timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(cmd[2:])} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -145,10 +209,12 @@ def outcome_text(caches: dict[str, dict[str, int]]) -> str:
     return "; ".join(parts)
 
 
-def measure(world: str, model_name: str, cfg: Any, progress: Callable[[str], None]) -> dict[str, Any]:
+def measure(program: Program, cold_repeats: int, warm_repeats: int, timeout: float,
+            progress: Callable[[str], None]) -> dict[str, Any]:
+    """Cold and warm samples of ``program``, stock and plugin alternating; the row."""
     sides = (T.STOCK, T.PLUGIN)
-    caches: dict[str, dict[str, list]] = {"cold": {}, "warm": {}}
-    frames: set[int] = set()
+    empty: Callable[[], dict[str, dict[str, list]]] = lambda: {"cold": {}, "warm": {}}
+    caches, per_rank, reasons, frames = empty(), empty(), empty(), empty()
     seeds: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="dynamo_dist_warm_") as root:
         def sample(phase: str, side: str) -> dict[str, float]:
@@ -158,22 +224,25 @@ def measure(world: str, model_name: str, cfg: Any, progress: Callable[[str], Non
                 seeds.setdefault(side, cache_dir)  # warm runs start from the first cold run's cache
             else:
                 shutil.copytree(seeds[side], cache_dir)
-            got = run_child(side, world, model_name, cfg.warm_size, cache_dir, cfg.warm_timeout)
+            got = run_child(program, side, cache_dir, timeout)
             caches[phase].setdefault(side, []).append(got["caches"])
-            frames.add(got["frames"])
+            frames[phase].setdefault(side, []).append(got["frames"])
+            if "per_rank" in got:
+                per_rank[phase].setdefault(side, []).append([r["caches"] for r in got["per_rank"]])
+            known = reasons[phase].setdefault(side, [])
+            known += [b for b in got["bypass_reasons"] if b not in known]
             return {"wall": got["wall"], "cpu": got["cpu"]}
 
-        cold = T.compare(sides, cfg.warm_cold_repeats, lambda side: sample("cold", side),
-                         lambda d: progress(f"cold {d}"))
-        warm = T.compare(sides, cfg.warm_repeats, lambda side: sample("warm", side),
-                         lambda d: progress(f"warm {d}"))
-    if frames != {1}:
-        raise RuntimeError(f"{model_name}: expected 1 compiled frame per run, got {sorted(frames)}")
+        cold = T.compare(sides, cold_repeats, lambda side: sample("cold", side), lambda d: progress(f"cold {d}"))
+        warm = T.compare(sides, warm_repeats, lambda side: sample("warm", side), lambda d: progress(f"warm {d}"))
+    _check_frames(program, frames)
     row: dict[str, Any] = {
-        "model": model_name, "world": world, "ranks": GLOO_RANKS if world == "gloo" else 1,
-        "size": cfg.warm_size, "cold_repeats": cfg.warm_cold_repeats, "warm_repeats": cfg.warm_repeats,
-        "caches": caches,
+        "model": program.model, "world": program.world, "ranks": program.ranks, "size": program.size,
+        "env": dict(program.env), "cold_repeats": cold_repeats, "warm_repeats": warm_repeats,
+        "caches": caches, "bypass_reasons": reasons, "frames": frames,
     }
+    if program.ranks > 1:
+        row["caches_per_rank"] = per_rank
     for phase, result in (("cold", cold), ("warm", warm)):
         row[phase] = result["wall"].as_dict("s") | {"ratio": result["wall"].ratio(T.PLUGIN, T.STOCK)}
         row[f"{phase}_cpu"] = result["cpu"].as_dict("s") | {"ratio": result["cpu"].ratio(T.PLUGIN, T.STOCK)}
@@ -181,14 +250,25 @@ def measure(world: str, model_name: str, cfg: Any, progress: Callable[[str], Non
     return row
 
 
+def _check_frames(program: Program, frames: dict[str, dict[str, list[int]]]) -> None:
+    """Every run of a side compiled the same frames (``program.frames`` of
+    them, when it says): a run that compiled more ran another program."""
+    for side in (T.STOCK, T.PLUGIN):
+        seen = {n for phase in frames.values() for n in phase.get(side, [])}
+        expected = {program.frames} if program.frames is not None else seen
+        if len(seen) != 1 or seen != expected:
+            raise RuntimeError(f"{program.model} ({side}): compiled frames per run {sorted(seen)}, "
+                               f"expected {sorted(expected) if program.frames is not None else 'the same in every run'}")
+
+
 def tasks(cfg: Any) -> list[Task]:
     """One task per (world, model), then the control (no world)."""
-    out = [Task(f"warm_start {name} {world}",
-                lambda progress, name=name, world=world: measure(world, name, cfg, progress))
-           for world in cfg.warm_worlds for name in cfg.warm_models]
+    programs = [built_in(world, name, cfg.warm_size) for world in cfg.warm_worlds for name in cfg.warm_models]
     if cfg.warm_control:
-        out.append(Task("warm_start control", lambda progress: measure(NO_WORLD, CONTROL, cfg, progress)))
-    return out
+        programs.append(built_in(NO_WORLD, CONTROL, cfg.warm_size))
+    return [Task(f"warm_start {p.model} {p.world}" if p.world != NO_WORLD else "warm_start control",
+                 lambda progress, p=p: measure(p, cfg.warm_cold_repeats, cfg.warm_repeats, cfg.warm_timeout, progress))
+            for p in programs]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ per call, recompiles on a varying workload, step time on real gloo worlds
 against a hand-written local-tensor version, and the first step of a new
 process with a cold and a warm inductor cache (``--quick``: a smoke test);
 ``--only scale``: the same costs on fake worlds of 8 to 65,536 ranks and
-models of 1 to 32 compiled blocks.
+models of 1 to 32 compiled blocks; ``--only warm_start_clients``: the warm
+start of torchtitan and HF transformers training steps on gloo ranks.
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -25,12 +26,14 @@ from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
 # The sections --help offers, written out so that help needs no torch;
 # tests/test_cli_help.py keeps them equal to dynamo_dist.benchmarks.suite.SECTIONS.
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "scale")
-# What runs without --only (the scale sweep runs only when named).
-DEFAULT_SECTIONS = SECTIONS[:-1]
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale")
+# What runs without --only (the clients' warm start and the scale sweep run only when named).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale")
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 # The summary blocks --update-readme rewrites (dynamo_dist.benchmarks.report):
 # a section's own block, else the main one.
-SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "scale": "bench-scale-summary"}
+SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "warm_start_clients": "bench-warm-clients-summary",
+                   "scale": "bench-scale-summary"}
 MAIN_SUMMARY_MARKER = "bench-summary"
 
 
@@ -42,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update-readme", metavar="PATH", type=existing_file,
                         help="rewrite the benchmark summary blocks in this file (README.md)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
-                        help=f"run only these sections ({', '.join(SECTIONS)}; scale runs only when named)")
+                        help=f"run only these sections ({', '.join(SECTIONS)}; "
+                             f"{' and '.join(ONLY_WHEN_NAMED)} run only when named)")
     parser.add_argument("--warm-gloo", action="store_true",
                         help="warm_start: also the real 2-rank gloo world (each rank compiles; slow)")
     parser.add_argument("--from-json", metavar="FILE", type=existing_file,

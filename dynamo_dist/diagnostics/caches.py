@@ -15,12 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .._compat.caches import sdpa_backend_calls
 from .report import PLUGIN, CacheOutcome, CapturedGraph
 
 AOT, FX = "aot_autograd", "fx_graph"
 CACHE_NAMES = {AOT: "AOTAutograd", FX: "FX graph"}
 # DTensor calls stock Dynamo puts in a graph as closures (the AOTAutograd cache refuses them).
 _DTENSOR_CALLS = ("from_local", "to_local", "redistribute", "full_tensor", "distribute_tensor", "DTensor")
+# The higher-order op Dynamo makes of a custom ``torch.autograd.Function``.
+_CUSTOM_FUNCTION_OP = "autograd_function_apply"
+_SAC_WITHOUT_HASH = "SAC context_fn does not have a cache_hash attribute"
 
 
 class CacheEvents:
@@ -95,8 +99,23 @@ def describe(cache: str, state: str, payload: dict[str, Any], where: str, mode: 
 def _bypass_reason(raw: str, mode: str) -> str:
     target = re.match(r"Unsupported call_function target (.*?)\.\s*\n\s*Function module: (.*?),\s*\n\s*"
                       r"Function name: (.*)", raw, re.S)
+    if raw.startswith(_SAC_WITHOUT_HASH):
+        return ("the graph runs selective activation checkpointing whose policy (`context_fn`) has no "
+                "`cache_hash`: the cache cannot key which activations it saves and which it recomputes, so it "
+                "never stores the graph; the code that builds the policy can set `context_fn.cache_hash` "
+                "(torchtitan's SelectiveAC does not); without selective checkpointing the graph can cache")
     if target:
         shown, module, name = (t.strip() for t in target.groups())
+        if name == _CUSTOM_FUNCTION_OP:
+            return ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which "
+                    "the AOTAutograd cache refuses unless you vouch that the Function does nothing its traced graphs "
+                    "do not show: torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
+                    "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1)")
+        if f"{module}.{name}" in sdpa_backend_calls():
+            return (f"the graph chooses the SDPA backend (`with sdpa_kernel(...)`, recorded as {module}.{name}), "
+                    "which the AOTAutograd cache does not accept by default; "
+                    + ("dynamo_dist marks it cacheable, keyed by the backends named — is the plugin installed?"
+                       if mode != PLUGIN else "dynamo_dist marks it cacheable, yet it was refused (please report it)"))
         known = module not in ("None", "")
         if "<locals>" in shown:  # its qualified name is a chain of <locals>: the name and module say more
             what = f"`{name}` (a closure in {module})" if known else f"`{name}` (a closure)"

@@ -24,7 +24,7 @@ __all__ = ["HFCase", "TitanCase", "missing", "run_driver"]
 DRIVERS = {"torchtitan": f"{__name__}.torchtitan", "transformers": f"{__name__}.transformers"}
 
 
-def run_driver(client: str, function: str, *args: Any) -> Any:
-    """``function(*args)`` of ``client``'s driver, imported in this process
-    (a spawned rank): what ``run_in_gloo_world`` / ``GlooPool`` call."""
-    return getattr(importlib.import_module(DRIVERS[client]), function)(*args)
+def run_driver(client: str, function: str, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` of ``client``'s driver, imported in this
+    process (a spawned rank): what ``run_in_gloo_world`` / ``GlooPool`` call."""
+    return getattr(importlib.import_module(DRIVERS[client]), function)(*args, **kwargs)

@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import torch
+import torch.distributed as dist
 
 from ... import _hooks
 from ..._compat import distributed as D
 from ..._compat import observe as O
+from ...benchmarks._timing import cpu_seconds
 from ...diagnostics.explain import explaining
 from ...diagnostics.report import PLUGIN, ExplainReport
 
@@ -69,7 +71,8 @@ class RunResult:
     losses: list[float] = field(default_factory=list)
     max_loss_diff: float | None = None  # vs eager, over all steps
     max_grad_diff: float | None = None
-    step_seconds: list[float] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)  # wall time of each step
+    step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (benchmarks._timing.cpu_seconds)
     graph_breaks: int | None = None  # Dynamo's counter (every occurrence)
     recompiles: int | None = None
     graphs: list[GraphSummary] = field(default_factory=list)
@@ -144,6 +147,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
         if weights is None:
             weights = [t.detach().clone() for t in training.state()]
         training.load(weights)
+        _every_rank_ready()
         grads = _train(training, steps, result)
     result.graph_breaks = sum(O.dynamo_counters()["graph_break"].values())
     if session is not None:
@@ -169,12 +173,20 @@ def _installed(plugin: bool) -> Iterator[None]:
             (_hooks.apply if was else _hooks.remove)()
 
 
+def _every_rank_ready() -> None:
+    """Ranks start their first step together (its time is then this rank's
+    own work and waits, not a peer still building its model)."""
+    if dist.is_initialized():
+        dist.barrier()
+
+
 def _train(training: Training, steps: int, result: RunResult) -> list[list[torch.Tensor]]:
     grads = []
     for index in range(steps):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         loss, step_grads = training.step(index)
         result.step_seconds.append(time.perf_counter() - start)
+        result.step_cpu_seconds.append(cpu_seconds() - cpu)
         result.losses.append(loss)
         grads.append(step_grads)
     return grads
@@ -216,8 +228,6 @@ def problems(plugin: RunResult, stock: RunResult | None, loss_tol: float, grad_t
 
 
 def _rank() -> int:
-    import torch.distributed as dist
-
     return dist.get_rank() if dist.is_initialized() else 0
 
 

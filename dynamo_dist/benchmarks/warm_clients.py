@@ -1,0 +1,131 @@
+"""Section ``warm_start_clients``: warm start of real client programs,
+stock torch vs the plugin.
+
+The warm-start benchmark (``warm_start``: fresh processes, a cold cache dir
+and copies of it, alternating sides, the caches' outcomes and bypass
+reasons) on the training step of torchtitan and HF transformers, built and
+run through their own code by the client drivers
+(``dynamo_dist._testing.clients``): each sample is a new process that spawns
+the case's gloo world, where every rank builds the model, compiles it the way
+the client does (torchtitan: each block and the loss; transformers: the whole
+model) with inductor, and times its first training step (forward, loss,
+backward, optimizer step; the ranks start together). A sample is the slowest
+rank's time; the outcomes are summed over the ranks and kept per rank.
+
+Rows (``ROWS``): torchtitan's llama3 debugmodel (2 blocks) with TP=2 as its
+trainer configures it (selective activation checkpointing) and without
+activation checkpointing, once more with torch's opt-in for custom
+``autograd.Function``s (its tensor-parallel loss is one), TP=2 on
+``full_dtensor``, FSDP2 and dp2 x tp2; a tiny HF Llama with TP=2. A row whose
+client is not installed (or whose torch it does not support) is skipped with
+the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .._compat import observe as O
+from .._compat.caches import outcome_counts
+from .._testing.clients import HFCase, TitanCase, missing, run_driver
+from ..worlds import run_in_gloo_world
+from ._timing import Task
+from .warm_start import BypassReasons, Program, measure, over_ranks
+
+# torch's opt-in for custom autograd.Functions in the AOTAutograd cache
+# (torch._functorch.config.autograd_cache_allow_custom_autograd_functions).
+CUSTOM_FUNCTIONS_CACHEABLE = (("TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD", "1"),)
+TORCHTITAN_MIN_TORCH = (2, 14)  # torchtitan 0.3.0
+
+
+@dataclass(frozen=True)
+class ClientRow:
+    """One row: a client's case and what the row's name says about it."""
+
+    client: str  # a key of _testing.clients.DRIVERS
+    case: Any  # TitanCase / HFCase
+    env: tuple[tuple[str, str], ...] = field(default=())
+
+
+ROWS: dict[str, ClientRow] = {
+    "torchtitan TP=2, partial_dtensor, selective AC": ClientRow("torchtitan", TitanCase("tp", "partial_dtensor")),
+    "torchtitan TP=2, partial_dtensor, no AC": ClientRow("torchtitan", TitanCase("tp", "partial_dtensor", ac="none")),
+    "torchtitan TP=2, partial_dtensor, no AC, custom Functions cacheable": ClientRow(
+        "torchtitan", TitanCase("tp", "partial_dtensor", ac="none"), CUSTOM_FUNCTIONS_CACHEABLE),
+    "torchtitan TP=2, full_dtensor, no AC": ClientRow("torchtitan", TitanCase("tp", "full_dtensor", ac="none")),
+    "torchtitan FSDP2, no AC": ClientRow("torchtitan", TitanCase("fsdp", "partial_dtensor", ac="none")),
+    "torchtitan dp2 x tp2, partial_dtensor, no AC": ClientRow(
+        "torchtitan", TitanCase("dp_tp", "partial_dtensor", ac="none")),
+    "transformers Llama TP=2": ClientRow("transformers", HFCase(tp_size=2)),
+}
+DEFAULT_ROWS = tuple(ROWS)
+QUICK_ROWS = ("transformers Llama TP=2",)
+
+
+def skip_reason(name: str) -> str | None:
+    """Why ``name`` cannot run here, or None."""
+    row = ROWS[name]
+    absent = missing(row.client)
+    if absent:
+        return f"not installed: {', '.join(absent)} (pip install 'dynamo-dist[clients]')"
+    torch_version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if row.client == "torchtitan" and torch_version < TORCHTITAN_MIN_TORCH:
+        return f"torchtitan 0.3.0 needs torch >= {'.'.join(map(str, TORCHTITAN_MIN_TORCH))}"
+    return None
+
+
+def program(name: str) -> Program:
+    row = ROWS[name]
+    return Program(name, "gloo", row.case.world_size, None, __name__, (name,), row.env, frames=None)
+
+
+# ---------------------------------------------------------------------------
+# The child: one first training step on every rank of a fresh world.
+
+
+def first_step_on_rank(side: str, name: str) -> dict[str, Any]:
+    """This rank's first training step of ``name``'s case (module level: run
+    in a spawned rank)."""
+    torch.set_num_threads(1)  # the ranks share the machine's cores
+    row = ROWS[name]
+    with BypassReasons(side) as bypasses:
+        [result] = run_driver(row.client, "run_case", row.case, steps=1, modes=(side,), backend="inductor",
+                              explain=False)
+    if result.error:
+        raise RuntimeError(result.error)
+    return {"wall": result.step_seconds[0], "cpu": result.step_cpu_seconds[0],
+            "frames": O.dynamo_counters()["stats"]["unique_graphs"], "caches": outcome_counts(),
+            "bypass_reasons": bypasses.reasons}
+
+
+def child_main(side: str, name: str, timeout: float = 900) -> dict[str, Any]:
+    torch.set_num_threads(1)  # as every benchmark process
+    ranks = run_in_gloo_world(first_step_on_rank, ROWS[name].case.world_size, side, name, timeout=timeout)
+    return over_ranks(ranks)
+
+
+# ---------------------------------------------------------------------------
+# The parent.
+
+
+def tasks(cfg: Any) -> list[Task]:
+    """One task per row of ``cfg.warm_clients``; a row that cannot run here
+    gives its reason."""
+    def run(name: str, progress: Any) -> dict[str, Any]:
+        reason = skip_reason(name)
+        if reason is not None:
+            return {"model": name, "world": "gloo", "ranks": ROWS[name].case.world_size, "skipped": reason}
+        return measure(program(name), cfg.warm_cold_repeats, cfg.warm_clients_repeats, cfg.warm_timeout, progress)
+
+    return [Task(f"warm_start_clients {name}", lambda progress, name=name: run(name, progress))
+            for name in cfg.warm_clients]
+
+
+if __name__ == "__main__":
+    # python -m dynamo_dist.benchmarks.warm_clients SIDE NAME
+    print(json.dumps(child_main(*sys.argv[1:3])), flush=True)
