@@ -17,6 +17,7 @@ import dynamo_dist
 from dynamo_dist import _compat as C
 from dynamo_dist.diagnostics.breaks import RESUMES
 from dynamo_dist.diagnostics.explain import explaining
+from dynamo_dist.diagnostics.rank_lists import RANKS_LISTED, compact_ranks, ranks_text
 from dynamo_dist.testing import make_mesh
 
 pytestmark = pytest.mark.usefixtures("world8")
@@ -137,8 +138,8 @@ def test_other_process_group_in_user_terms():
     ranks = dist.get_process_group_ranks
     assert [r.reason for r in report.recompiles] == [
         "`pg` is a different process group (size 4 -> 2)",
-        f"`pg` is a different process group (group '{dp.group_name}' ranks {ranks(dp)} -> "
-        f"group '{other_dp.group_name}' ranks {ranks(other_dp)})",
+        f"`pg` is a different process group (group '{dp.group_name}' ranks {ranks_text(ranks(dp))} -> "
+        f"group '{other_dp.group_name}' ranks {ranks_text(ranks(other_dp))})",
     ]
 
 
@@ -273,13 +274,10 @@ def test_explain_restores_everything(installed):
 def test_a_long_evenly_spaced_group_is_reported_as_its_range():
     """A world-spanning group's 65,536 ranks would make every report grow
     with the world: past a few dozen, an evenly spaced list is its range."""
-    from dynamo_dist.diagnostics.graphs import RANKS_LISTED, compact_ranks
-    from dynamo_dist.diagnostics.render import _ranks
-
     assert compact_ranks([0, 1, 2, 3]) == [0, 1, 2, 3]
     assert compact_ranks(list(range(RANKS_LISTED))) == list(range(RANKS_LISTED))
     long = list(range(7, 65536, 8))
     assert compact_ranks(long) == {"start": 7, "stop": 65543, "step": 8, "count": 8192}
-    assert _ranks(compact_ranks(long)) == "7..65535, step 8 (8192 ranks)"
+    assert ranks_text(compact_ranks(long)) == "7..65535, step 8 (8192 ranks)"
     uneven = [*range(RANKS_LISTED), 1000]
     assert compact_ranks(uneven) == uneven

@@ -63,8 +63,8 @@ def test_explain_in_a_gloo_world():
         assert (d["op"], d["ranks"], d["shape"], d["bytes_per_rank"]) == ("all_gather_into_tensor", [0, 1], [2, 3],
                                                                           2 * 3 * 4)
         world, other = res["groups"]
-        assert res["recompiles"] == [f"`pg` is a different process group (group '{world}' ranks [0, 1] -> "
-                                     f"group '{other}' ranks [0, 1])"]
+        assert res["recompiles"] == [f"`pg` is a different process group (group '{world}' ranks [0,1] -> "
+                                     f"group '{other}' ranks [0,1])"]
         assert res["sums"] == [[4.0, 4.0]] * 3  # the real collectives ran
     differences = compare_ranks([r["rank_dependent"] for r in results])
     assert len(differences) == 1 and "differs between rank 0 and rank 1" in differences[0], differences

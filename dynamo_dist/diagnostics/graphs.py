@@ -27,6 +27,7 @@ import torch
 import torch.fx
 
 from .._compat import observe as O
+from .rank_lists import compact_ranks
 
 __all__ = ["Collective", "collectives_in", "group_ranks", "distributed_objects_in"]
 
@@ -72,22 +73,6 @@ class Collective:
 
     def __str__(self) -> str:
         return self.op if self.group is None else f"{self.op}[{self.group}]"
-
-
-# A group's ranks are listed up to this many; a longer, evenly spaced list
-# (a world-spanning group of 65,536 ranks) is reported as its range, so a
-# report's size does not grow with the world.
-RANKS_LISTED = 64
-
-
-def compact_ranks(ranks: list[int] | None) -> list[int] | dict[str, int] | None:
-    """``ranks``, or ``{"start", "stop", "step", "count"}`` for a long evenly spaced list."""
-    if ranks is None or len(ranks) <= RANKS_LISTED:
-        return ranks
-    step = ranks[1] - ranks[0]
-    if step <= 0 or any(b - a != step for a, b in zip(ranks, ranks[1:])):
-        return ranks
-    return {"start": ranks[0], "stop": ranks[-1] + step, "step": step, "count": len(ranks)}
 
 
 def group_ranks(group_name: str) -> list[int] | None:

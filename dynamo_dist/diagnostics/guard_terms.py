@@ -13,6 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import torch.distributed as dist
+
+from .. import _compat as C
+from .rank_lists import compact_ranks, ranks_text
+
 # value summaries, JSON-friendly: what a folded answer can depend on.
 
 
@@ -29,8 +34,6 @@ def summarize(kind: str, value: Any) -> dict[str, Any]:
 
 
 def mesh_summary(mesh: Any) -> dict[str, Any]:
-    from .. import _compat as C
-
     try:
         coordinate = mesh.get_coordinate()
     except Exception:
@@ -40,19 +43,17 @@ def mesh_summary(mesh: Any) -> dict[str, Any]:
         "shape": list(mesh.shape),
         "dim_names": list(mesh.mesh_dim_names) if mesh.mesh_dim_names else None,
         "groups": list(C.mesh_dim_group_names(mesh)),
-        "rank_map": list(C.mesh_rank_map(mesh)),
+        "rank_map": compact_ranks(list(C.mesh_rank_map(mesh))),
         "coordinate": list(coordinate) if coordinate is not None else None,
     }
 
 
 def group_summary(pg: Any) -> dict[str, Any]:
-    import torch.distributed as dist
-
     try:
         ranks = list(dist.get_process_group_ranks(pg))
     except Exception:
         ranks = None
-    return {"name": getattr(pg, "group_name", "?"), "size": pg.size(), "ranks": ranks, "id": id(pg)}
+    return {"name": getattr(pg, "group_name", "?"), "size": pg.size(), "ranks": compact_ranks(ranks), "id": id(pg)}
 
 
 def describe_value(kind: str, info: dict[str, Any]) -> str:
@@ -60,7 +61,7 @@ def describe_value(kind: str, info: dict[str, Any]) -> str:
     if kind == "mesh":
         return f"{info['device_type']} mesh {_mesh_shape(info)} on groups {info['groups']}"
     if kind in ("process_group", "world"):
-        return f"process group '{info['name']}' (size {info['size']}, ranks {info['ranks']})"
+        return f"process group '{info['name']}' (size {info['size']}, ranks {ranks_text(info['ranks'])})"
     if kind == "dtensor":
         return f"DTensor {_tuple(info['placements'])} on mesh {_mesh_shape(info['mesh'])}"
     return info.get("repr", "?")
@@ -147,8 +148,8 @@ def _group_difference(name: str, old: dict, new: dict | None) -> str:
     if old["size"] != new["size"]:
         return f"{name} is a different process group (size {old['size']} -> {new['size']})"
     if old["name"] != new["name"]:
-        return (f"{name} is a different process group (group '{old['name']}' ranks {old['ranks']} -> "
-                f"group '{new['name']}' ranks {new['ranks']})")
+        return (f"{name} is a different process group (group '{old['name']}' ranks {ranks_text(old['ranks'])} -> "
+                f"group '{new['name']}' ranks {ranks_text(new['ranks'])})")
     return f"{name} is a different process group object with the same name '{old['name']}'"
 
 

@@ -34,7 +34,7 @@ from . import breaks as B
 from . import caches as K
 from .backend import RecordingBackend
 from .graphs import collectives_in, collectives_in_printed
-from .guard_terms import describe_value, strip_scope, summarize
+from .guard_terms import clean_guard, describe_value, explain_failure, strip_scope, summarize
 from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
 
 LOWERINGS = ("aot_eager", "eager", "inductor")
@@ -252,8 +252,6 @@ class Recorder:
         return report
 
     def _recompile(self, cid: str, fn: str, file: str, line: int, reason: str) -> Recompile:
-        from .guard_terms import clean_guard, explain_failure
-
         previous, guard = clean_guard(reason)
         terms = _safely(explain_failure, guard, self.notes.get(previous, {}), self.notes.get(cid, {}))
         return Recompile(function=fn, file=file, line=line, compile_id=cid, previous=previous,

@@ -6,6 +6,8 @@ import os
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from .rank_lists import ranks_text
+
 if TYPE_CHECKING:  # render only reads a report; report.py imports render
     from .report import ExplainReport
 
@@ -97,7 +99,7 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
                  f"{o.state}: {o.reason}" if o.reason else o.state] for g in r.graphs for o in g.cache]
         out += ["", f"Compile caches ({len(rows)} lookups; cache dir {r.cache_dir})"]
         out += table(["graph", "cache", "stage", "outcome"], rows) if rows else ["  none logged"]
-    rows = [[g.compile_id, x.stage, x.op, x.group, _ranks(x.ranks), _shape(x.shape), x.dtype,
+    rows = [[g.compile_id, x.stage, x.op, x.group, ranks_text(x.ranks), _shape(x.shape), x.dtype,
              "?" if x.bytes_per_rank is None else x.bytes_per_rank] for g in r.graphs for x in g.collectives]
     out += ["", f"Collectives ({len(rows)}; bytes each rank sends, ring algorithm)"]
     out += table(["graph", "stage", "op", "group", "ranks", "shape", "dtype", "bytes/rank"], rows) if rows \
@@ -126,15 +128,6 @@ def _cache_summary(outcomes: list[Any]) -> str:
     fx = [f"{_STAGE_SHORT.get(o.stage, o.stage)} {o.state}".strip() for o in outcomes if o.cache == "fx_graph"]
     parts = [f"AOT {'/'.join(aot)}"] * bool(aot) + [f"FX {', '.join(fx)}"] * bool(fx)
     return ", ".join(parts) or "-"
-
-
-def _ranks(ranks: list[int] | dict[str, int] | None) -> str:
-    if ranks is None:
-        return "?"
-    if isinstance(ranks, dict):  # graphs.compact_ranks
-        step = f", step {ranks['step']}" if ranks["step"] != 1 else ""
-        return f"{ranks['start']}..{ranks['stop'] - ranks['step']}{step} ({ranks['count']} ranks)"
-    return "[" + ",".join(map(str, ranks)) + "]"
 
 
 def _shape(shape: list[Any]) -> str:
