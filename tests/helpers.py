@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import Replicate, distribute_tensor
+from torch.distributed.tensor.placement_types import _StridedShard
 
 from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import compile_and_run, difference, distributed_objects_in
@@ -23,13 +25,22 @@ def fake_reduce_scatter_writes() -> bool:
     return not bool(out.isnan().any())
 
 
+def distribute_defined(full: torch.Tensor, mesh: Any, placements: Any) -> Any:
+    """``distribute_tensor`` whose local values are defined in a fake world
+    too: its scatter writes nothing there, leaving the shard as allocated (a
+    NaN in it once failed compiled == eager, NaN != NaN). The local tensor
+    holds 0, 1, 2, ... in its shape."""
+    d = distribute_tensor(full, mesh, placements)
+    with torch.no_grad():
+        local = d.to_local()
+        local.copy_(torch.arange(local.numel(), dtype=local.dtype).reshape(local.shape))
+    return d
+
+
 def strided_shard_1d_supported(mesh: Any) -> bool:
     """Whether DTensor (eagerly) accepts a ``_StridedShard`` on a 1-D mesh:
     2.11's rejects it ("use_strided_shard_as_shard_order ... unable to be
     interpreted into a corresponding shard_order"); 2.12+ accept it."""
-    from torch.distributed.tensor import Replicate, distribute_tensor
-    from torch.distributed.tensor.placement_types import _StridedShard
-
     try:
         d = distribute_tensor(torch.ones(2 * mesh.size()), mesh, [_StridedShard(0, split_factor=2)])
         d.redistribute(mesh, [Replicate()])

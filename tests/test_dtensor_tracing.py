@@ -10,7 +10,7 @@ from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, 
 
 import dynamo_dist
 from dynamo_dist import _compat as C
-from helpers import assert_close_in_fake_world, strided_shard_1d_supported
+from helpers import assert_close_in_fake_world, distribute_defined, strided_shard_1d_supported
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, fake_world, make_mesh
 from dynamo_dist.testing import CaptureBackend
 
@@ -151,7 +151,7 @@ def test_distribute_tensor_of_a_parameter_is_a_clean_break(mesh2d):
 
 
 def test_dtensor_attributes_fold_and_a_placement_branch_has_no_break(mesh2d):
-    d = distribute_tensor(torch.arange(32.0).reshape(8, 4), mesh2d, [Replicate(), Shard(0)])
+    d = distribute_defined(torch.arange(32.0).reshape(8, 4), mesh2d, [Replicate(), Shard(0)])
 
     def fn(d):
         spec = d._spec
@@ -182,7 +182,7 @@ def test_escaping_mesh_and_placements_of_a_dtensor_made_inside_are_rebuilt(mesh2
 
 @pytest.mark.parametrize("view", ["t", "view", "unsqueeze"])
 def test_view_of_a_dtensor_input_returned_from_an_aot_graph(mesh2d, view):
-    d = distribute_tensor(torch.arange(32.0).reshape(8, 4), mesh2d, [Replicate(), Shard(0)])
+    d = distribute_defined(torch.arange(32.0).reshape(8, 4), mesh2d, [Replicate(), Shard(0)])
     fns = {"t": lambda d: d.t(), "view": lambda d: d.view(-1), "unsqueeze": lambda d: d.unsqueeze(0)}
     out = torch.compile(fns[view], backend="aot_eager", fullgraph=True)(d)
     want = fns[view](d)
