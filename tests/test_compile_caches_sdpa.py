@@ -1,7 +1,7 @@
 """``with sdpa_kernel(...)`` in a compiled region (torchtitan's attention):
 with the plugin the AOTAutograd cache stores and serves the graph, keyed by
 the backends it names, so a changed backend list or priority flag misses;
-stock bypasses it (``dynamo_dist/sdpa_cache.py`` says why caching it is sound).
+stock bypasses it (``dynamo_dist/caching/sdpa.py`` says why caching it is sound).
 
 One process, inductor: the first compile builds the C++ kernels into a fresh
 cache dir (about 15 s on 2 cores); the others reuse them."""

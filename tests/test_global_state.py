@@ -37,7 +37,6 @@ def snapshot():
         "duplicate checker": O.duplicate_break_checker(),
         "metrics deque": (id(getattr(utils, "_compilation_metrics")), O.compilation_metrics_limit()),
         "notes listeners": list(getattr(_notes, "_listeners")),
-        "reset hook": getattr(_hooks, "_reset_dynamo"),
         "hooks": (C.VariableBuilder.__dict__["_wrap"], C.SourcelessBuilder.__dict__["create"],
                   C.TensorVariable.__dict__["call_method"], C.TensorVariable.__dict__[C.TENSOR_GETATTR_SLOT],
                   C.aot_runtime_wrappers.gen_alias_from_base, dict(C.SourcelessBuilder._type_handlers)),

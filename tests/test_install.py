@@ -31,13 +31,13 @@ def _guard_and_aot_hook_points() -> tuple:
     states under activation checkpointing."""
     points = [module.__dict__["vt_identity_compare"] for module in _compat.IDENTITY_HOOK_POINTS]
     points.append(getattr(*_compat.DTENSOR_SPEC_GUARD_POINT))
-    if _compat.partitioner.RNG_STATES_HOOK_POINT is not None:
-        points.append(getattr(*_compat.partitioner.RNG_STATES_HOOK_POINT))
+    if _compat.aot.RNG_STATES_HOOK_POINT is not None:
+        points.append(getattr(*_compat.aot.RNG_STATES_HOOK_POINT))
     return tuple(points)
 
 
 def _cache_hook_points() -> tuple:
-    """What the plugin changes for the compile caches (``_hooks._cache_key_patches``)."""
+    """What the plugin changes for the compile caches (``_hooks/caches.py``)."""
     caches = _compat.caches
     points = [caches.fx_cache_pickler().__dict__["__init__"], caches.hash_details().__dict__["__init__"],
               *(loader.__dict__["unwrap"] for loader in caches.constants_loaders()),

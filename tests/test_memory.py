@@ -18,7 +18,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 import dynamo_dist
 from dynamo_dist import _compat as C
 from dynamo_dist._compat.distributed import clear_sharding_propagation_cache
-from dynamo_dist import baked_ops, cache_keys
+from dynamo_dist.caching import baked_ops, keys
 from dynamo_dist.guards import mesh as mesh_guards
 from dynamo_dist.testing import make_mesh
 
@@ -64,14 +64,14 @@ def _job(iterations: int, built: list | None = None) -> list[int]:
 
 
 def _plugin_tables() -> tuple[int, int]:
-    return len(baked_ops._CALLS), len(cache_keys._LIVE_MESHES)
+    return baked_ops.registered_count(), keys.live_mesh_count()
 
 
 def _fingerprints_of(meshes: list) -> int:
     """Entries of the fingerprint table that belong to the given meshes (by
     the table's own key: a mesh's id, with or without the coordinate)."""
     ids = {id(m) for m in meshes}
-    return sum(mesh_id in ids for mesh_id, _ in mesh_guards._KNOWN)
+    return sum(mesh_id in ids for mesh_id in mesh_guards.fingerprinted_mesh_ids())
 
 
 def _delta(after: tuple[int, ...], before: tuple[int, ...]) -> tuple[int, ...]:

@@ -38,7 +38,7 @@ try:  # 2.14+: the canonical home of compile_on_one_rank
 except ImportError:  # pragma: no cover - older torch
     _compiler_config = None
 
-from . import caches, collective, partitioner, stock  # noqa: F401
+from . import aot, caches, collective, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     ALL_GATHER_SINGLE,
     FOLDED_PRIVATE_MESH_ATTRIBUTES,

@@ -24,7 +24,7 @@ programs get stable, sound cache keys, and the counters diagnostics read.
 - ``sdpa_backend_calls()``: the two private functions Dynamo puts in a graph
   for ``with sdpa_kernel(...)`` (``SDPAKernelVariable``, torch 2.11-2.15):
   ``_backend_from_string(name)`` per backend and ``_sdpa_kernel(backends,
-  set_priority)`` on entry and exit (see ``sdpa_cache.py``).
+  set_priority)`` on entry and exit (see ``caching/sdpa.py``).
 - ``BYPASS_LOGS``: the loggers where each cache says why it bypassed, at
   INFO, one line per bypass (``bypass_reason`` reads it back).
 """
@@ -116,3 +116,7 @@ def bypass_reason(cache: str, message: str) -> str | None:
     if not message.startswith(prefix):
         return None
     return message[len(prefix):].strip("'")
+
+
+def inductor_config() -> Any:
+    return importlib.import_module("torch._inductor.config")

@@ -137,12 +137,7 @@ def switch_keeping_caches(side: str) -> None:
     """
     from dynamo_dist import _hooks
 
-    quiet = _hooks.Patches()
-    quiet.set(_hooks, "_reset_dynamo", lambda: None)
-    try:
-        (_hooks.apply if side == PLUGIN else _hooks.remove)()
-    finally:
-        quiet.restore()
+    _hooks.set_plugin_state(side == PLUGIN, reset=False)
 
 
 def clone_function(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:

@@ -37,7 +37,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-from .. import _hooks, baked_ops, cache_keys
+from .. import _hooks
+from ..caching import baked_ops, keys
 from ..demo.models import ModelConfig, build_model, make_input
 from ..diagnostics.explain import explain
 from ..guards import mesh as mesh_guards
@@ -124,8 +125,8 @@ def _kept_bytes(side: str, fn: Callable[..., Any], args: tuple) -> dict[str, Any
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    return {"kept_bytes": kept, "known_fingerprints": len(mesh_guards._KNOWN),
-            "live_meshes": len(cache_keys._LIVE_MESHES), "baked_calls": len(baked_ops._CALLS)}
+    return {"kept_bytes": kept, "known_fingerprints": len(mesh_guards.fingerprinted_mesh_ids()),
+            "live_meshes": keys.live_mesh_count(), "baked_calls": baked_ops.registered_count()}
 
 
 def _trace_work(args: tuple) -> dict[str, Any]:
@@ -145,7 +146,7 @@ def _trace_work(args: tuple) -> dict[str, Any]:
     return {
         "fingerprints_first_trace": first,
         "fingerprints_next_trace": again,
-        "key_bytes": {T.PLUGIN: len(cache_keys.mesh_identity(mesh).encode()), T.STOCK: len(pickle.dumps(mesh))},
+        "key_bytes": {T.PLUGIN: len(keys.mesh_identity(mesh).encode()), T.STOCK: len(pickle.dumps(mesh))},
     }
 
 

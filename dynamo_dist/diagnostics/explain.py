@@ -52,18 +52,17 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
     block gets the recording backend in place of its own (``mode``/``options``,
     which only tune inductor, are dropped). The install state, ``torch.compile``
     and every logger are restored after."""
-    was_installed = _hooks.is_active()
-    (_hooks.apply if plugin else _hooks.remove)()
-    recorder = Recorder(backend)
-    session = Session(recorder, PLUGIN if plugin else STOCK)
-    original_compile = torch.compile
-    @functools.wraps(original_compile)
-    def compile_recorded(model: Any = None, **kwargs: Any) -> Any:
-        for inductor_only in ("backend", "mode", "options"):
-            kwargs.pop(inductor_only, None)
-        return original_compile(model, backend=recorder.backend, **kwargs)
+    with _hooks.plugin_state(plugin):
+        recorder = Recorder(backend)
+        session = Session(recorder, PLUGIN if plugin else STOCK)
+        original_compile = torch.compile
 
-    try:
+        @functools.wraps(original_compile)
+        def compile_recorded(model: Any = None, **kwargs: Any) -> Any:
+            for inductor_only in ("backend", "mode", "options"):
+                kwargs.pop(inductor_only, None)
+            return original_compile(model, backend=recorder.backend, **kwargs)
+
         with recorder:
             patches = _hooks.compile_patches(compile_recorded)
             try:
@@ -71,9 +70,6 @@ def explaining(plugin: bool = True, backend: str = "aot_eager") -> Iterator[Sess
             finally:
                 patches.restore()
         session.report = recorder.report(session.mode)
-    finally:
-        if was_installed != _hooks.is_active():
-            (_hooks.apply if was_installed else _hooks.remove)()
 
 
 def explain(fn: Callable[..., Any], *, backend: str = "aot_eager",

@@ -60,6 +60,12 @@ def known_fingerprint(mesh: Any, with_coordinate: bool) -> tuple:
     return found
 
 
+def fingerprinted_mesh_ids() -> list[int]:
+    """The ``id`` of each live mesh whose fingerprint is remembered (one
+    entry per mesh and coordinate choice)."""
+    return [mesh_id for mesh_id, _ in _KNOWN]
+
+
 def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
     """The per-call test that a mesh is ``mesh_now`` or equal to it with the
     same groups (coordinate included unless ``compile_on_one_rank``, decided

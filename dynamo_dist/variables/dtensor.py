@@ -26,8 +26,8 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import _compat as C
-from .. import baked_ops
-from ..cache_keys import constant_identity
+from ..caching import baked_ops
+from ..caching.keys import constant_identity
 from .breaks import describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none

@@ -161,16 +161,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
     return reference, weights
 
 
-@contextlib.contextmanager
-def _installed(plugin: bool) -> Iterator[None]:
-    """dynamo_dist installed (or not) for the block; the previous state after."""
-    was = _hooks.is_active()
-    (_hooks.apply if plugin else _hooks.remove)()
-    try:
-        yield None
-    finally:
-        if was != _hooks.is_active():
-            (_hooks.apply if was else _hooks.remove)()
+_installed = _hooks.plugin_state
 
 
 def _every_rank_ready() -> None:

@@ -10,7 +10,7 @@ cache *bypass*, every run compiles again). Instead the node is
 
 ``call`` is importable and marked cacheable while the plugin is installed
 (``_hooks``), and its first argument spells out every baked-in value
-(``cache_keys.constant_identity``: the mesh with its groups, placements,
+(``keys.constant_identity``: the mesh with its groups, placements,
 options), so it is part of the graph's code, hence of the cache key. The key
 finds the function in this process's table, filled when the call was traced:
 Dynamo traces every frame in every process, so a graph never runs before its
@@ -32,8 +32,8 @@ import inspect
 import weakref
 from typing import Any, Callable
 
-from . import cache_keys
-from .cache_keys import digest
+from . import keys
+from .keys import digest
 
 class BakedKey(str):
     """A baked call's key as the graph node's argument: the key text (what the
@@ -90,6 +90,11 @@ def registered(key: str) -> Callable[..., Any] | None:
     return None
 
 
+def registered_count() -> int:
+    """Keys with a live registered call."""
+    return len(_CALLS)
+
+
 def call(key: str, *tensors: Any) -> Any:
     """The graph node's target: run the call registered under ``key``."""
     op = registered(key)
@@ -112,5 +117,5 @@ def code_version(*builders: Any) -> str:
     that build them (``builders``): part of every cache key of a graph calling
     them (through inductor's config), so a dynamo_dist that bakes differently
     never reuses an older entry."""
-    modules = (cache_keys, inspect.getmodule(call), *builders)
+    modules = (keys, inspect.getmodule(call), *builders)
     return digest("".join(inspect.getsource(m) for m in modules))

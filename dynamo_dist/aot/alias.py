@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from torch.distributed.tensor import DTensor
 
-from . import _compat as C
+from .. import _compat as C
 
 
 def is_dtensor_as_strided_failure(error: BaseException, base: Any) -> bool:

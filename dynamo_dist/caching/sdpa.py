@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import inspect
 
-from . import _compat as C
-from .cache_keys import digest
+from .. import _compat as C
+from .keys import digest
 
 
 def marked_cacheable() -> dict[str, str]:

@@ -20,19 +20,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from torch._functorch import partitioners as _partitioners
-
-_is_opaque_node = getattr(_partitioners, "is_opaque_node", None)  # 2.12+ (2.11 saves no opaque objects)
-
-# (module, name) of the function wrapped while installed, or None.
-RNG_STATES_HOOK_POINT: tuple[Any, str] | None = (
-    (_partitioners, "functionalize_rng_ops") if _is_opaque_node is not None else None)
+from .. import _compat as C
 
 
 def _trailing_non_tensors(outputs: tuple) -> int:
     count = 0
     for node in reversed(outputs):
-        if not (_partitioners.is_sym_node(node) or _is_opaque_node(node)):
+        if not (C.aot.is_sym_node(node) or C.aot.is_opaque_node(node)):
             break
         count += 1
     return count
@@ -48,7 +42,7 @@ def rng_states_before_saved_objects(functionalize_rng_ops: Callable[..., Any]) -
         fw_module, bw_module = functionalize_rng_ops(joint_module, fw_module, bw_module, trailing)
         inputs = list(bw_module.graph.find_nodes(op="placeholder"))
         states = [p for p in inputs if p not in inputs_before]
-        first_object = next((p for p in inputs if p in inputs_before and _is_opaque_node(p)), None)
+        first_object = next((p for p in inputs if p in inputs_before and C.aot.is_opaque_node(p)), None)
         if states and first_object is not None:
             for state in states:
                 first_object.prepend(state)

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import _compat as C
-from .guards.mesh import known_fingerprint
+from .. import _compat as C
+from ..guards.mesh import known_fingerprint
 
 _PLAIN = (type(None), bool, int, float, str)
 _TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -63,6 +63,11 @@ def keyed_mesh_identity(mesh: Any) -> str:
     identity = mesh_identity(mesh)
     _LIVE_MESHES[identity] = mesh
     return identity
+
+
+def live_mesh_count() -> int:
+    """Meshes of this process remembered for cached graphs (while they live)."""
+    return len(_LIVE_MESHES)
 
 
 def mesh_cache_hash(mesh: Any) -> str:

@@ -1,0 +1,142 @@
+"""The tools' changes to torch's global state: ``explain``'s recording, the
+CLI's demo and explain commands, the benchmarks. Each is returned as a
+``Patches`` the caller restores; what they touch is named in
+``_compat/observe.py``. The core's own changes are ``core.py``'s.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+from typing import Any, Iterator
+
+import torch
+from torch.distributed import PrefixStore
+
+from .. import _compat as C
+from .._compat import observe as O
+from . import core
+from .patches import Patches
+
+
+@contextlib.contextmanager
+def plugin_state(installed: bool) -> Iterator[None]:
+    """The plugin installed (or not) for the block, as it was after: how a
+    tool runs one side of a stock-vs-plugin comparison."""
+    was = core.is_active()
+    set_plugin_state(installed)
+    try:
+        yield
+    finally:
+        set_plugin_state(was)
+
+
+def set_plugin_state(installed: bool, reset: bool = True) -> None:
+    """Install or uninstall (nothing when already so); ``reset=False`` keeps
+    what Dynamo compiled under either side."""
+    if installed != core.is_active():
+        (core.apply if installed else core.remove)(reset=reset)
+
+
+def _set_logger_level(p: Patches, logger: Any, level: int) -> None:
+    # Logger.setLevel also empties the isEnabledFor cache; do both, reversibly.
+    p.set(logger, "level", level)
+    p.set(logger, "_cache", {})
+
+
+def recording_patches(handler: Any, metrics_limit: int, trace_handler: Any = None) -> Patches:
+    """What ``explain``'s recorder switches on for its duration:
+
+    - the ``graph_breaks`` artifact logger gets ``handler``; unless the user
+      already has it on (``TORCH_LOGS=graph_breaks``) it is switched on for
+      that handler only (not propagating, so nothing new is printed);
+    - Dynamo's duplicate-break checker starts empty (a repeated break is
+      otherwise logged without its user frame);
+    - the compile-metrics deque keeps ``metrics_limit`` rows (none of the
+      recording is dropped); ``end_recording`` carries the new rows over to
+      the original deque, as a limit change would have;
+    - ``suppress_errors``: a frame that fails to compile runs eagerly and is
+      reported instead of failing the user's program;
+    - ``trace_handler`` (if given) is added to torch's structured-trace
+      logger, which then emits its artifacts (the compile caches' hit / miss
+      / bypass records); its other handlers (``TORCH_TRACE``) are kept.
+    """
+    p = Patches()
+    log = O.graph_break_logger()
+    if not log.isEnabledFor(logging.DEBUG):
+        _set_logger_level(p, log, logging.DEBUG)
+        p.set(log, "propagate", False)
+    p.set(log, "handlers", [*log.handlers, handler])
+    p.set(O.duplicate_break_checker(), "set", collections.OrderedDict())
+    utils = O.dynamo_utils()
+    p.set(utils, "_compilation_metrics", collections.deque(utils._compilation_metrics, maxlen=metrics_limit))
+    p.set(O.dynamo_config(), "suppress_errors", True)
+    if trace_handler is not None:
+        trace = O.structured_trace_logger()
+        if not trace.isEnabledFor(logging.DEBUG):  # torch sets it to DEBUG at import; in case not
+            _set_logger_level(p, trace, logging.DEBUG)
+        p.set(trace, "handlers", [*trace.handlers, trace_handler])
+        p.set(trace, "propagate", False)  # as torch's own TORCH_TRACE setup: never to the root logger
+    return p
+
+
+def end_recording(p: Patches) -> None:
+    """Restore ``recording_patches``; the rows recorded meanwhile stay in
+    Dynamo's (original, bounded) compile-metrics deque."""
+    utils = O.dynamo_utils()
+    original = p.original(utils, "_compilation_metrics", None)
+    wide = utils._compilation_metrics
+    if original is not None and wide is not original:
+        seen = {id(m) for m in original}
+        original.extend(m for m in wide if id(m) not in seen)
+    p.restore()
+
+
+def bypass_log_patches(handler: Any) -> Patches:
+    """The compile caches' loggers (``C.caches.bypass_loggers()``) at INFO,
+    feeding ``handler`` only (not propagating: nothing new is printed), so it
+    receives each bypass with its reason (the benchmarks' warm-start children)."""
+    p = Patches()
+    for log in C.caches.bypass_loggers().values():
+        if not log.isEnabledFor(logging.INFO):
+            _set_logger_level(p, log, logging.INFO)
+        p.set(log, "handlers", [*log.handlers, handler])
+        p.set(log, "propagate", False)
+    return p
+
+
+def compile_patches(replacement: Any) -> Patches:
+    """``torch.compile`` replaced (``explain`` gives every compile its recording backend)."""
+    p = Patches()
+    p.set(torch, "compile", replacement)
+    return p
+
+
+def config_patches(**values: Any) -> Patches:
+    """Compiler config values: ``inductor__fx_graph_cache=False``,
+    ``functorch__enable_autograd_cache=False``, ``dynamo__suppress_errors=True``."""
+    modules = {"inductor": O.inductor_config, "functorch": O.functorch_config, "dynamo": O.dynamo_config}
+    p = Patches()
+    for key, value in values.items():
+        family, name = key.split("__", 1)
+        p.set(modules[family](), name, value)
+    return p
+
+
+def rendezvous_patches(prefix: str) -> Patches:
+    """Every rendezvous handler of torch.distributed wrapped so that its
+    store is a ``PrefixStore(prefix, ...)`` (the CLI's second world in one
+    process must not read the first world's keys)."""
+    def namespaced(handler: Any) -> Any:
+        def rendezvous(url: str, **kwargs: Any) -> Any:
+            for store, rank, world_size in handler(url, **kwargs):
+                yield PrefixStore(prefix, store), rank, world_size
+
+        return rendezvous
+
+    p = Patches()
+    handlers = O.rendezvous_handlers()
+    for scheme, handler in list(handlers.items()):
+        p.set_item(handlers, scheme, namespaced(handler))
+    return p
