@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:
     from .diagnostics.explain import explain
 
+from . import config  # the switches (light: no torch)
+
 __version__ = "0.1.0"
-__all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "__version__"]
+__all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "config", "__version__"]
 
 
 def _patching() -> Any:

@@ -46,6 +46,16 @@ def _reshard(mesh):
     return f, torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4).requires_grad_()
 
 
+def _local_shard(mesh):
+    """A DTensor program with no collective, forward or backward: each rank
+    scales its own shard (a world with a dead rank can still run it)."""
+
+    def f(x):
+        return (DTensor.from_local(x, mesh, [Shard(0)], run_check=False) * 2).to_local()
+
+    return f, torch.arange(2 * 4, dtype=torch.float32).reshape(2, 4).requires_grad_()
+
+
 def _rows_of(mesh):
     """The same compiled code for every DTensor input: its rows of ``Shard(0)``."""
 
@@ -69,7 +79,7 @@ def _input_placed(placement):
 
 # name -> (builder, whether it communicates: a fake world's collectives leave
 # their outputs undefined, so only gloo worlds compare such values).
-PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False),
+PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False), "local_shard": (_local_shard, False),
             "replicate_input": (_input_placed(Replicate()), False),
             "shard0_input": (_input_placed(Shard(0)), False)}
 

@@ -31,12 +31,17 @@ programs get stable, sound cache keys, and the counters diagnostics read.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
+import os
 from typing import Any, Callable
 
+import torch
+import torch.distributed as dist
 import torch.nn.attention as sdpa_attention
 from torch._dynamo.utils import counters
+from torch._logging import trace_structured
 
 from .distributed import DeviceMesh
 
@@ -120,3 +125,170 @@ def bypass_reason(cache: str, message: str) -> str | None:
 
 def inductor_config() -> Any:
     return importlib.import_module("torch._inductor.config")
+
+
+# -- compile once per job (``caching/compile_once.py``) ---------------------------------
+# The artifact types of the two caches' entries (``CacheArtifact.type()``).
+AOT_ARTIFACT = "aot_autograd"
+FX_ARTIFACT = "inductor"
+
+
+def aot_autograd_cache() -> type:
+    """``AOTAutogradCache``: its static ``_lookup(key, local, remote, args,
+    cache_info, aot_config)`` returns ``(entry, pickled)`` or None, ``try_load``
+    returns ``(compiled_fn, aot_config)`` (2.12+) or ``compiled_fn`` (2.11;
+    the config is changed in place), ``save(key, entry, remote)`` stores a
+    compiled entry (2.11-2.15)."""
+    return importlib.import_module("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
+
+
+def fx_graph_cache() -> type:
+    """``FxGraphCache``: its static ``_lookup_graph(key, example_inputs, local,
+    remote_cache, constants, evaluate_guards)`` returns ``(graph or None,
+    info)`` and ``_save_graph(key, graph, ...)`` stores one (2.11-2.15)."""
+    return codecache().FxGraphCache
+
+
+def compile_scope_points() -> tuple[tuple[Any, str], ...]:
+    """The calls that compile one graph, outermost first: Dynamo handing a
+    graph to its backend (``OutputGraph.call_user_compiler``) and inductor
+    lowering one graph (``compile_fx._compile_fx_inner``, also a lazily
+    lowered backward at the first ``.backward()``)."""
+    output_graph = importlib.import_module("torch._dynamo.output_graph").OutputGraph
+    compile_fx = importlib.import_module("torch._inductor.compile_fx")
+    return ((output_graph, "call_user_compiler"), (compile_fx, "_compile_fx_inner"))
+
+
+def aot_lookup_parts(result: Any, aot_config: Any) -> tuple[Any, Any]:
+    """``(compiled_fn, aot_config)`` of what ``try_load`` returned."""
+    return result if isinstance(result, tuple) else (result, aot_config)
+
+
+def aot_cache_key(aot_config: Any) -> str | None:
+    """The AOTAutograd key a missed lookup left on the config (None: bypassed)."""
+    info = getattr(aot_config, "cache_info", None)
+    return getattr(info, "cache_key", None)
+
+
+def with_eager_backward(aot_config: Any) -> Any:
+    """The config that lowers the backward with the forward (the compile then
+    saves its cache entry before it returns)."""
+    if dataclasses.is_dataclass(aot_config) and type(aot_config).__dataclass_params__.frozen:
+        return dataclasses.replace(aot_config, force_non_lazy_backward_lowering=True)
+    aot_config.force_non_lazy_backward_lowering = True
+    return aot_config
+
+
+def rebuilt_try_load_result(result: Any, compiled_fn: Any, aot_config: Any) -> Any:
+    return (compiled_fn, aot_config) if isinstance(result, tuple) else compiled_fn
+
+
+def _artifact_manager() -> Any:
+    return importlib.import_module("torch.compiler._cache").CacheArtifactManager
+
+
+def artifact_mark() -> dict[str, int]:
+    """Where the record of new cache artifacts stands now, per type."""
+    return {kind: len(items) for kind, items in _artifact_manager()._new_cache_artifacts.items()}
+
+
+def artifacts_since(mark: dict[str, int], wanted: set[tuple[str, str]]) -> list[Any]:
+    """The artifacts recorded since ``mark`` and the ``(type, key)`` ones in
+    ``wanted`` (a lookup hit of an entry recorded earlier is not recorded
+    again); raises LookupError for one of ``wanted`` never recorded."""
+    manager = _artifact_manager()
+    found: dict[tuple[str, str], Any] = {}
+    for kind, items in manager._new_cache_artifacts.items():
+        start = mark.get(kind, 0)
+        for artifact in items[start if start <= len(items) else 0:]:
+            found[(artifact.type(), artifact.key)] = artifact
+    for artifact in manager._seen_artifacts:
+        if (artifact.type(), artifact.key) in wanted:
+            found.setdefault((artifact.type(), artifact.key), artifact)
+    missing = wanted - found.keys()
+    if missing:
+        raise LookupError(f"no recorded cache artifact for {sorted(missing)}")
+    return list(found.values())
+
+
+def serialize_artifacts(artifacts: list[Any]) -> bytes:
+    """The bytes ``torch.compiler.load_cache_artifacts`` takes, of these artifacts."""
+    module = importlib.import_module("torch.compiler._cache")
+    serializer_type = importlib.import_module("torch.utils._appending_byte_serializer").AppendingByteSerializer
+    by_type: dict[str, list[Any]] = {}
+    for artifact in artifacts:
+        by_type.setdefault(artifact.type(), []).append(artifact)
+    serializer = serializer_type(serialize_fn=module._serialize_single_cache)
+    serializer.extend(list(by_type.items()))
+    return serializer.to_bytes()
+
+
+def load_artifacts(data: bytes) -> None:
+    """Write artifacts into this process's local caches; raises ValueError
+    if torch could not read them."""
+    if torch.compiler.load_cache_artifacts(data) is None:
+        raise ValueError("torch could not read them")
+
+
+def trace_artifact(name: str, payload: Callable[[], str]) -> None:
+    """A JSON structured-trace artifact (computed only when something listens)."""
+    trace_structured("artifact", metadata_fn=lambda: {"name": name, "encoding": "json"}, payload_fn=payload)
+
+
+def is_fake_world() -> bool:
+    return dist.get_backend() == "fake"
+
+
+def default_store() -> Any:
+    """The c10d store of the default process group (the job's), or None."""
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+
+
+# Settings under which a compile runs collectives on every rank that compiles
+# (``module``, attribute path): a rank that loads instead of compiling would
+# leave the others waiting in them.
+COMPILE_TIME_COLLECTIVES: tuple[tuple[str, str], ...] = (
+    ("torch._functorch.config", "_sync_decision_cross_ranks"),
+    ("torch._functorch.config", "_sync_cache_decision_cross_ranks"),
+    ("torch._inductor.config_comms", "runtime_estimations_align_across_all_distributed_ranks"),
+    ("torch._inductor.config", "aten_distributed_optimizations.spmd_check"),
+    ("torch._inductor.config", "aten_distributed_optimizations.enable_overlap_scheduling"),
+)
+
+
+def compile_time_collectives_on() -> list[str]:
+    """The ``COMPILE_TIME_COLLECTIVES`` settings that are on, by name."""
+    on = []
+    for module_name, path in COMPILE_TIME_COLLECTIVES:
+        try:
+            value: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for part in path.split("."):
+            value = getattr(value, part, False)
+        if value is True:
+            on.append(f"{module_name}.{path}")
+    return on
+
+
+def redis_backend() -> type | None:
+    """torch's Redis remote-cache backend: on a connection error it sets its
+    ``_redis`` client to None and the remote cache is off for the process."""
+    module = importlib.import_module("torch._inductor.remote_cache")
+    return getattr(module, "RedisRemoteCacheBackend", None)
+
+
+def redis_client_lost(backend: Any) -> bool:
+    return getattr(backend, "_redis", None) is None
+
+
+def remote_cache_address() -> str:
+    """Where torch's Redis remote caches connect (its environment variables)."""
+    url = os.environ.get("TORCHINDUCTOR_REDIS_URL")
+    if url:
+        return url
+    return f"redis://{os.environ.get('TORCHINDUCTOR_REDIS_HOST', 'localhost')}:" \
+           f"{os.environ.get('TORCHINDUCTOR_REDIS_PORT', '6379')}"

@@ -58,7 +58,7 @@ from ..aot import alias, rng_states
 from ..guards import dtensor as dtensor_guard
 from ..variables import dtensor, identity, registry
 from ..variables.base import fold_builtin, folds_builtin
-from .caches import cache_key_patches
+from .caches import cache_key_patches, compile_once_patches
 from .patches import Patches
 
 _lock = threading.Lock()
@@ -86,6 +86,7 @@ def apply(reset: bool = True) -> None:
         p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
         _aot_patches(p)
         cache_key_patches(p, dtensor)
+        compile_once_patches(p)
         if C.collective.NEEDS_BACKPORT:
             _collective_patches(p)
         if reset:

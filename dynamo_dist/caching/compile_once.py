@@ -1,0 +1,335 @@
+"""Compile once per job: where a graph's compile-cache key is the same on
+every rank, the first rank to miss it compiles and the others load what it
+compiled.
+
+Under ``compile_on_one_rank`` the plugin's cache keys hold no rank
+(``keys.rank_tag``), so every rank of a job looks up the same keys at about
+the same time, misses together on a cold start and would compile the same
+graph W times. Here each lookup that misses everywhere (local and remote
+cache) goes through the job's store (``job_store``): one rank claims the key
+and compiles; the others wait, receive the artifacts it saved
+(``torch.compiler.load_cache_artifacts``' bytes, framed by ``bundles``) and
+look the key up again, now a local hit. No shared filesystem or remote cache
+is needed; where they exist, they are used first.
+
+Two levels, the coarsest that applies:
+
+- **AOTAutograd** (``aot``): one lookup per Dynamo graph, forward and
+  backward together. The claiming rank lowers the backward at once (AOTAutograd
+  otherwise waits for the first ``.backward()``, and the entry is saved only
+  then: after a forward whose collectives need the very ranks that wait),
+  and its bundle holds the AOTAutograd entry with every FX-graph entry the
+  compile touched.
+- **FX graph** (``fx``): where the AOTAutograd cache bypasses (a graph it
+  refuses, or it is off), each inductor graph, forward and (lazily lowered)
+  backward, is claimed on its own.
+
+A claim ends in a publish (after the cache saved the key) or an abandon (the
+compile raised, or saved nothing): ``scope()`` around every compile abandons
+what its block claimed and did not publish, so no rank ever waits on a key
+nobody compiles. Waiters stop waiting when the compiling rank abandons, goes
+silent, or takes longer than ``config.compile_once_wait_s``, and then compile
+themselves.
+
+It acts only when keys are shared and nothing in the compile needs every
+rank (``inactive_reason``); otherwise every rank compiles its own graphs, as
+without it. Store failures and refused bundles are warned once each and fall
+back to compiling here. Each decision is logged as a structured-trace
+artifact (``dynamo_dist_compile_once``) that ``explain`` reads, and counted
+(``stats``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import torch.distributed as dist
+
+from .. import _compat as C
+from .. import config
+from . import bundles, keys
+from .job_store import Decision, JobStore, Outcome, StoreError
+
+log = logging.getLogger("dynamo_dist.compile_once")
+
+AOT, FX = "aot", "fx"
+TRACE_ARTIFACT = "dynamo_dist_compile_once"
+
+# Where a graph came from (the ``source`` of an event), in explain's words.
+COMPILED_SHARED = "compiled here, shared with the job"
+COMPILED_HERE = "compiled here"
+LOADED = "loaded from rank {rank}"
+LOCAL_HIT = "local cache hit"
+REMOTE_HIT = "remote cache hit"
+COMPILED_AFTER = "compiled here: {reason}"
+
+
+@dataclasses.dataclass(eq=False)
+class _Claim:
+    kind: str
+    key: str
+    mark: Any  # C.caches.artifact_mark() when claimed
+    fx_keys: set[str] = dataclasses.field(default_factory=set)
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+
+class _Scope:
+    """The claims one compile made (compared by identity)."""
+
+    def __init__(self) -> None:
+        self.claims: list[_Claim] = []
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.scopes: list[_Scope] = []
+        self.aot_claim: _Claim | None = None  # the AOTAutograd claim whose compile is running here
+        self.quiet = 0  # inside an AOTAutograd lookup: its FX-graph loads are not claims of their own
+        self.loading = False  # looking up again what another rank sent: not a hit of this rank's caches
+
+
+_local = _Local()
+_stores: dict[tuple[int, int, str], JobStore] = {}
+_disabled: list[str] = []  # why coordination stopped for this process (a store failure)
+_warned: set[str] = set()
+_stats: collections.Counter = collections.Counter()
+
+
+def stats() -> dict[str, float]:
+    """This process's counts: graphs ``compiled_shared`` (claimed and
+    published), ``compiled_here`` (not shared), ``loaded`` from another rank,
+    ``local_hits`` and ``remote_hits``; seconds ``waited_s`` and
+    ``compile_s`` (claim to publish); ``bytes_sent`` and ``bytes_loaded``."""
+    return dict(_stats)
+
+
+def reset_stats() -> None:
+    _stats.clear()
+
+
+def _warn_once(kind: str, message: str) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
+        log.warning("dynamo_dist: %s", message)
+
+
+def inactive_reason() -> str | None:
+    """Why graphs are not shared across the job right now, or None when they are."""
+    if not config.compile_once:
+        return "switched off (dynamo_dist.config.compile_once = False)"
+    if _disabled:
+        return _disabled[0]
+    if not dist.is_available() or not dist.is_initialized():
+        return "no process group (a single process)"
+    if dist.get_world_size() < 2:
+        return "a world of one rank"
+    if C.caches.is_fake_world():
+        return "a fake process group (one process posing as a rank)"
+    if keys.rank_tag() is not None:
+        return "keys hold the rank: set compile_on_one_rank to share graphs across ranks"
+    switches = C.caches.compile_time_collectives_on()
+    if switches:
+        return f"the compile runs collectives on every rank ({', '.join(switches)})"
+    return None
+
+
+def _job_store() -> JobStore:
+    store = C.caches.default_store()
+    if store is None:
+        raise StoreError("the process group has no store")
+    rank = dist.get_rank()
+    namespace = f"dynamo_dist/compile_once/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    index = (id(store), rank, namespace)
+    if index not in _stores:
+        _stores.clear()  # a new world: the old store is gone with its group
+        _stores[index] = JobStore(store, namespace, rank, config.compile_once_wait_s, config.compile_once_stale_s)
+    job = _stores[index]
+    job.wait_s, job.stale_s = config.compile_once_wait_s, config.compile_once_stale_s
+    return job
+
+
+def _emit(kind: str, key: str, source: str, **extra: Any) -> None:
+    payload = {"level": kind, "key": key, "source": source, **extra}
+    C.caches.trace_artifact(TRACE_ARTIFACT, lambda: json.dumps(payload))
+
+
+def record_hit(kind: str, key: str, remote: bool) -> None:
+    """A lookup hit the local or the remote cache (no coordination needed)."""
+    if _local.loading:
+        return
+    _stats["remote_hits" if remote else "local_hits"] += 1
+    _emit(kind, key, REMOTE_HIT if remote else LOCAL_HIT)
+
+
+# -- a lookup that missed ------------------------------------------------------------
+def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
+    """What a lookup of ``key`` that missed locally and remotely returns:
+    ``None``-like (``lookup_again``'s miss) when this rank compiles, else the
+    hit ``lookup_again`` finds after loading another rank's artifacts."""
+    if kind == FX and (_local.quiet or _local.aot_claim is not None):
+        if _local.aot_claim is not None:
+            _local.aot_claim.fx_keys.add(key)
+        return None
+    why = inactive_reason()
+    if why is not None or not _local.scopes:
+        return None
+    try:
+        outcome = _job_store().claim_or_wait(key)
+    except StoreError as e:
+        _store_failed(e)
+        return None
+    if outcome.decision is Decision.COMPILE:
+        claim = _Claim(kind, key, C.caches.artifact_mark())
+        _local.scopes[-1].claims.append(claim)
+        if kind == AOT:
+            _local.aot_claim = claim
+        return None
+    _stats["waited_s"] += outcome.waited_s
+    if outcome.decision is Decision.LOAD:
+        found = _load(kind, key, outcome, lookup_again, hit)
+        if found is not None:
+            return found
+    else:
+        _stats["compiled_here"] += 1
+        _emit(kind, key, COMPILED_AFTER.format(reason=outcome.reason), waited_s=round(outcome.waited_s, 3))
+        _warn_once(f"local:{outcome.reason}", f"compiling a graph here after waiting for another rank: "
+                   f"{outcome.reason}")
+    return None
+
+
+def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
+    assert outcome.payload is not None
+    try:
+        C.caches.load_artifacts(bundles.unpack(key, outcome.payload))
+    except (bundles.BundleError, Exception) as e:
+        why = str(e) if isinstance(e, bundles.BundleError) else f"loading them failed ({type(e).__name__}: {e})"
+        _warn_once(f"refused:{type(e).__name__}", f"refused the compiled artifacts rank {outcome.source_rank} sent "
+                   f"for a graph: {why}; compiling it here")
+        _stats["compiled_here"] += 1
+        _emit(kind, key, COMPILED_AFTER.format(reason=f"the artifacts from rank {outcome.source_rank} were refused: "
+                                               f"{why}"))
+        return None
+    _local.loading = True
+    try:
+        with quiet_lookups():
+            found = lookup_again()
+    finally:
+        _local.loading = False
+    if not hit(found):
+        _stats["compiled_here"] += 1
+        _emit(kind, key, COMPILED_AFTER.format(reason=f"the entry rank {outcome.source_rank} sent does not "
+                                               "match here (its guards)"))
+        return None
+    _stats["loaded"] += 1
+    _stats["bytes_loaded"] += len(outcome.payload)
+    _emit(kind, key, LOADED.format(rank=outcome.source_rank), waited_s=round(outcome.waited_s, 3),
+          bytes=len(outcome.payload))
+    return found
+
+
+def _store_failed(error: StoreError) -> None:
+    reason = f"the job's store failed ({error}); every rank compiles its own graphs from here on"
+    _disabled.append(reason)
+    _warn_once("store", f"compile once is off for this process: {reason}")
+
+
+# -- the compiling rank --------------------------------------------------------------
+def claimed_here(kind: str, key: str) -> bool:
+    """This rank claimed ``key`` and its compile is running."""
+    return _claim(kind, key) is not None
+
+
+def _claim(kind: str, key: str) -> _Claim | None:
+    return next((c for scope in _local.scopes for c in scope.claims if c.kind == kind and c.key == key), None)
+
+
+def fx_key_touched(key: str) -> None:
+    """An FX-graph entry was looked up or saved during an AOTAutograd claim."""
+    if _local.aot_claim is not None:
+        _local.aot_claim.fx_keys.add(key)
+
+
+def saved(kind: str, key: str) -> None:
+    """The cache saved ``key``: publish it if this rank claimed it."""
+    claim = _claim(kind, key)
+    if claim is None:
+        return
+    _close(claim)
+    wanted = {(C.caches.AOT_ARTIFACT if kind == AOT else C.caches.FX_ARTIFACT, key)}
+    wanted |= {(C.caches.FX_ARTIFACT, fx) for fx in claim.fx_keys}
+    try:
+        artifacts = C.caches.serialize_artifacts(C.caches.artifacts_since(claim.mark, wanted))
+        payload = bundles.pack(key, artifacts)
+        _job_store().publish(key, payload)
+    except StoreError as e:
+        _store_failed(e)
+        return
+    except Exception as e:  # nothing to send: the waiters compile themselves
+        _abandon(claim, f"its artifacts could not be serialized ({type(e).__name__}: {e})")
+        return
+    _stats["compiled_shared"] += 1
+    _stats["bytes_sent"] += len(payload)
+    _stats["compile_s"] += time.monotonic() - claim.started
+    _emit(kind, key, COMPILED_SHARED, bytes=len(payload))
+
+
+def _close(claim: _Claim) -> None:
+    for scope in _local.scopes:
+        if claim in scope.claims:
+            scope.claims.remove(claim)
+    if _local.aot_claim is claim:
+        _local.aot_claim = None
+
+
+def _abandon(claim: _Claim, reason: str) -> None:
+    _close(claim)
+    _stats["compiled_here"] += 1
+    _emit(claim.kind, claim.key, COMPILED_HERE, abandoned=reason)
+    try:
+        _job_store().abandon(claim.key, reason)
+    except StoreError as e:
+        _store_failed(e)
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """One compile (a Dynamo graph's, or inductor's of one graph): what it
+    claims and does not publish is abandoned when it ends, with the reason."""
+    this = _Scope()
+    _local.scopes.append(this)
+    error: BaseException | None = None
+    try:
+        yield
+    except BaseException as e:
+        error = e
+        raise
+    finally:
+        _local.scopes.remove(this)
+        for claim in this.claims:
+            _abandon(claim, f"its compile raised {type(error).__name__}: {error}" if error is not None
+                     else "its compile saved no cache entry")
+
+
+@contextlib.contextmanager
+def quiet_lookups() -> Iterator[None]:
+    """FX-graph lookups inside (an AOTAutograd entry loading its graphs) are
+    not claims of their own."""
+    _local.quiet += 1
+    try:
+        yield
+    finally:
+        _local.quiet -= 1
+
+
+def remote_cache_lost(address: str) -> None:
+    """torch could not reach its remote cache and switched it off."""
+    _warn_once("remote", f"the remote compile cache at {address} cannot be reached; torch switched it off for "
+               "this process, so graphs come from the local cache, another rank or a compile here")

@@ -1,0 +1,125 @@
+"""Compile once per job, on real gloo ranks with inductor: under
+``compile_on_one_rank`` one rank compiles each graph and the others load it
+through the job's store; faults (a compiling rank that raises or dies, ranks
+whose graphs differ, damaged artifacts, a slow or vanished store) end in a
+local compile and the right result, never a hang.
+
+Every rank has its own ``TORCHINDUCTOR_CACHE_DIR`` unless said (as on
+separate hosts: the artifacts travel through the store, not the disk). The
+protocol itself, faster and on every release: ``test_compile_once_protocol.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from compile_once_programs import KILLED, rank_run, spawn_world
+
+FX_PER_FRAME = 2  # the forward and backward FX graphs of one Dynamo graph
+
+
+def _cache(run: dict, cache: str) -> tuple[int, int, int]:
+    o = run["outcomes"][cache]
+    return o["hit"], o["miss"], o["bypass"]
+
+
+def _compiled(run: dict) -> bool:
+    """This rank lowered the graph itself (its AOTAutograd lookup missed)."""
+    return _cache(run, "aot_autograd")[1] == 1
+
+
+def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
+    runs = spawn_world(rank_run, 2, str(tmp_path))
+    assert all(run["same_as_eager"] for run in runs.values())
+    compilers = [r for r, run in runs.items() if _compiled(run)]
+    assert len(compilers) == 1, {r: run["outcomes"] for r, run in runs.items()}
+    compiler, loader = runs[compilers[0]], runs[1 - compilers[0]]
+    assert _cache(compiler, "fx_graph") == (0, FX_PER_FRAME, 0)
+    assert compiler["stats"]["compiled_shared"] == 1 and compiler["stats"]["bytes_sent"] > 0
+    # The other rank waited for it, loaded its bundle and hit every lookup.
+    assert _cache(loader, "aot_autograd") == (1, 0, 0) and _cache(loader, "fx_graph") == (FX_PER_FRAME, 0, 0)
+    assert loader["stats"]["loaded"] == 1
+    assert loader["stats"]["bytes_loaded"] == compiler["stats"]["bytes_sent"]
+    assert not compiler["warnings"] and not loader["warnings"]
+
+
+def test_without_shared_keys_every_rank_compiles_and_none_waits(tmp_path):
+    """Without compile_on_one_rank each key holds its rank: nothing to share."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), one_rank=False)
+    for run in runs.values():
+        assert run["same_as_eager"] and _compiled(run)
+        assert run["inactive"] == "keys hold the rank: set compile_on_one_rank to share graphs across ranks"
+        assert run["stats"].get("waited_s", 0) == 0 and "compiled_shared" not in run["stats"]
+
+
+def test_ranks_whose_graphs_differ_each_compile_their_own(tmp_path):
+    """Different graphs, different keys: each rank claims and compiles its own
+    and never waits on a key nobody compiles."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "reshard", programs={"1": "replicate_input"})
+    for run in runs.values():
+        assert run["same_as_eager"] and _compiled(run)
+        assert run["stats"]["compiled_shared"] == 1
+        assert run["stats"].get("waited_s", 0) < 1
+
+
+def test_a_rank_killed_mid_compile_leaves_the_others_to_compile(tmp_path):
+    """The compiling rank dies in its compile: the other sees its beat stop,
+    compiles itself and finishes right."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "local_shard", strike="exit", stale_s=3.0)
+    dead = [r for r, run in runs.items() if run == ("exit", KILLED)]
+    assert len(dead) == 1, runs
+    survivor = runs[1 - dead[0]]
+    assert survivor["same_as_eager"] and _compiled(survivor)
+    assert 3.0 <= survivor["stats"]["waited_s"] < 60
+    assert survivor["stats"]["compiled_here"] >= 1
+    assert any("stopped beating for 3 s" in w for w in survivor["warnings"]), survivor["warnings"]
+
+
+def test_a_rank_whose_compile_raises_frees_the_others_at_once(tmp_path):
+    """The compiling rank's compile raises: it abandons its claim, the other
+    rank compiles at once (no stale wait), and the failed rank's next call
+    compiles too; both compute right (a program without collectives: the
+    failed rank runs it again from the start)."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "local_shard", strike="raise")
+    failed = [r for r, run in runs.items() if run["raised"]]
+    assert len(failed) == 1, {r: run["raised"] for r, run in runs.items()}
+    assert "the compile failed (injected)" in runs[failed[0]]["raised"]
+    other = runs[1 - failed[0]]
+    assert other["raised"] is None and _compiled(other)
+    assert other["stats"]["waited_s"] < 25  # the abandon, not the 30 s stale limit, ended the wait
+    assert any("gave up compiling it: its compile raised" in w for w in other["warnings"]), other["warnings"]
+    assert all(run["same_as_eager"] for run in runs.values())
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncate"])
+def test_damaged_artifacts_are_refused_with_one_warning(tmp_path, damage):
+    """The waiting rank refuses what it received, says so once, compiles the
+    graph itself and computes right."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "reshard", store=damage)
+    refusals = {r: [w for w in run["warnings"] if "refused the compiled artifacts" in w] for r, run in runs.items()}
+    loader = runs[next(r for r, found in refusals.items() if found)]
+    assert sorted(len(found) for found in refusals.values()) == [0, 1], refusals
+    assert loader["same_as_eager"] and _compiled(loader) and "loaded" not in loader["stats"]
+    expected = "(corrupt)" if damage == "corrupt" else "(truncated)"
+    assert expected in max(refusals.values())[0]
+
+
+def test_a_slow_store_still_shares(tmp_path):
+    runs = spawn_world(rank_run, 2, str(tmp_path), "reshard", store="slow")
+    assert all(run["same_as_eager"] for run in runs.values())
+    assert sorted(run["stats"].get("loaded", 0) for run in runs.values()) == [0, 1]
+
+
+def test_a_store_that_is_gone_is_said_once_and_every_rank_compiles(tmp_path):
+    runs = spawn_world(rank_run, 2, str(tmp_path), "reshard", store="gone")
+    for run in runs.values():
+        assert run["same_as_eager"] and _compiled(run)
+        assert run["inactive"].startswith("the job's store failed")
+        assert len([w for w in run["warnings"] if "compile once is off for this process" in w]) == 1
+
+
+def test_ranks_of_one_host_share_the_cache_dir_too(tmp_path):
+    """One cache dir for both ranks (one host): still one compile."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "reshard", shared_dir=True)
+    assert sorted(_compiled(run) for run in runs.values()) == [False, True]
+    assert all(run["same_as_eager"] for run in runs.values())

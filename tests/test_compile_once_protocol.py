@@ -1,0 +1,160 @@
+"""The compile-once protocol over a real c10d store (``HashStore``; ranks as
+threads), the bundle framing, and the switches: fast, every release.
+
+The same protocol across real gloo ranks, with inductor compiles and
+faults, is ``test_compile_once.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch.distributed as dist
+
+import dynamo_dist
+from dynamo_dist.caching import bundles, job_store
+from dynamo_dist.caching.job_store import Decision, JobStore, StoreError
+
+
+def _ranks(store, n=2, wait_s=30.0, stale_s=5.0):
+    return [JobStore(store, "ns", r, wait_s, stale_s) for r in range(n)]
+
+
+def _later(seconds, fn, *args):
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), fn(*args)))
+    thread.start()
+    return thread
+
+
+def test_the_first_rank_compiles_and_the_next_loads_what_it_published():
+    compiler, waiter = _ranks(dist.HashStore())
+    assert compiler.claim_or_wait("k").decision is Decision.COMPILE
+    payload = bytes(range(256)) * (3 * job_store.CHUNK // 256 + 7)  # four chunks
+    _later(0.3, compiler.publish, "k", payload).join(0)
+    outcome = waiter.claim_or_wait("k")
+    assert outcome.decision is Decision.LOAD
+    assert outcome.payload == payload and outcome.source_rank == 0
+    assert 0.2 < outcome.waited_s < 5
+    # A rank that comes after the publish loads at once.
+    late = JobStore(waiter.store, "ns", 2, 30.0, 5.0).claim_or_wait("k")
+    assert late.decision is Decision.LOAD and late.payload == payload and late.waited_s < 0.5
+
+
+def test_keys_are_independent_and_namespaced():
+    store = dist.HashStore()
+    a, b = _ranks(store)
+    assert a.claim_or_wait("k1").decision is Decision.COMPILE
+    assert b.claim_or_wait("k2").decision is Decision.COMPILE  # another key: no wait
+    other_job = JobStore(store, "other", 1, 30.0, 5.0)
+    assert other_job.claim_or_wait("k1").decision is Decision.COMPILE  # another namespace (a restart)
+    for rank, key in ((a, "k1"), (b, "k2"), (other_job, "k1")):
+        rank.abandon(key, "done with the test")
+
+
+def test_an_abandoned_claim_sends_the_waiters_to_compile_at_once():
+    compiler, waiter = _ranks(dist.HashStore(), stale_s=30.0)
+    assert compiler.claim_or_wait("k").decision is Decision.COMPILE
+    _later(0.2, compiler.abandon, "k", "its compile raised RuntimeError: boom")
+    outcome = waiter.claim_or_wait("k")
+    assert outcome.decision is Decision.LOCAL and outcome.waited_s < 5
+    assert outcome.reason == "rank 0 gave up compiling it: its compile raised RuntimeError: boom"
+
+
+def test_a_silent_compiling_rank_is_given_up_after_stale_s():
+    store = dist.HashStore()
+    waiter = JobStore(store, "ns", 1, 30.0, 1.0)
+    store.add("ns/k/claim", 1)  # a rank claimed the key and died before its first beat
+    start = time.monotonic()
+    outcome = waiter.claim_or_wait("k")
+    assert outcome.decision is Decision.LOCAL
+    assert "stopped beating for 1 s" in outcome.reason
+    assert 1.0 <= time.monotonic() - start < 10
+
+
+def test_a_beating_compile_is_waited_for_up_to_wait_s():
+    compiler, waiter = _ranks(dist.HashStore(), wait_s=2.5, stale_s=1.5)
+    assert compiler.claim_or_wait("k").decision is Decision.COMPILE  # beats every second, never publishes
+    try:
+        outcome = waiter.claim_or_wait("k")
+    finally:
+        compiler.abandon("k", "the test is over")
+    assert outcome.decision is Decision.LOCAL
+    assert outcome.reason == "the compiling rank had not finished after 2.5 s"
+    assert outcome.waited_s >= 2.5
+
+
+class _FailingStore(dist.Store):
+    """A store whose server is gone: every operation raises, as a TCPStore
+    client does once its connection is reset."""
+
+    def add(self, key, value):
+        raise dist.DistNetworkError("Connection reset by peer")
+
+    def check(self, keys):
+        raise dist.DistNetworkError("Connection reset by peer")
+
+
+def test_a_failing_store_is_a_store_error_naming_the_operation():
+    rank = JobStore(_FailingStore(), "ns", 0, 30.0, 5.0)
+    with pytest.raises(StoreError, match="add failed: DistNetworkError: Connection reset by peer"):
+        rank.claim_or_wait("k")
+
+
+# -- bundles --------------------------------------------------------------------------
+def test_a_bundle_round_trips():
+    assert bundles.unpack("key", bundles.pack("key", b"artifacts")) == b"artifacts"
+    assert bundles.unpack("key", bundles.pack("key", b"")) == b""
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:-3], "holds 6 of its 9 bytes (truncated)"),
+    (lambda b: b[:-9] + b"ARTIFACTS", "do not match their digest (corrupt)"),
+    (lambda b: b[: len(bundles.MAGIC) + 5], "ends inside its header (truncated)"),
+    (lambda b: b"\x00" + b, "not a compile-once bundle"),
+    (lambda b: b.replace(b"key 9", b"key x"), "its header is corrupt"),
+])
+def test_a_damaged_bundle_is_refused_with_the_reason(damage, message):
+    with pytest.raises(bundles.BundleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        bundles.unpack("key", damage(bundles.pack("key", b"artifacts")))
+
+
+def test_a_bundle_for_another_key_is_refused():
+    with pytest.raises(bundles.BundleError, match="holds the artifacts of key other, not key"):
+        bundles.unpack("key", bundles.pack("other", b"artifacts"))
+
+
+# -- the switches ---------------------------------------------------------------------
+def test_config_patch_sets_and_restores_and_checks():
+    config = dynamo_dist.config
+    before = (config.compile_once, config.compile_once_wait_s)
+    with config.patch(compile_once=not before[0], compile_once_wait_s=5):
+        assert (config.compile_once, config.compile_once_wait_s) == (not before[0], 5)
+    assert (config.compile_once, config.compile_once_wait_s) == before
+    with pytest.raises(AttributeError, match="no switch 'compile_one'"):
+        with config.patch(compile_one=False):
+            pass
+    with pytest.raises(TypeError, match="takes a bool"):
+        with config.patch(compile_once="no"):
+            pass
+    with pytest.raises(TypeError, match="takes seconds"):
+        with config.patch(compile_once_stale_s=True):
+            pass
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("DYNAMO_DIST_COMPILE_ONCE", "maybe", "expected 1 or 0"),
+    ("DYNAMO_DIST_COMPILE_ONCE_WAIT_S", "soon", "expected a number of seconds"),
+    ("DYNAMO_DIST_COMPILE_ONCE_STALE_S", "-1", "expected a positive number of seconds"),
+])
+def test_a_bad_environment_value_names_the_variable(monkeypatch, name, value, error):
+    import importlib
+
+    from dynamo_dist import config
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"{name}={value!r}: {error}"):
+        importlib.reload(config)
+    monkeypatch.delenv(name)
+    importlib.reload(config)
