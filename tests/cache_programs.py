@@ -24,6 +24,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 import dynamo_dist
 from dynamo_dist import _compat as C
 from dynamo_dist._compat import caches, observe
+from dynamo_dist.caching import compile_once
 from dynamo_dist.demo.models import SIZES, build_model, make_input
 from dynamo_dist.testing import fake_world, make_mesh
 
@@ -126,7 +127,8 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
     worst = max((float((a - b).abs().max()) if a.shape == b.shape else float("inf"))
                 for a, b in zip(eager, compiled))
     defined = not (communicates and dist.get_backend() == "fake")
-    return {"outcomes": caches.outcome_counts(), "same_as_eager": bool(same) if defined else None,
+    return {"outcomes": caches.outcome_counts(), "compile_once": compile_once.stats(),
+            "same_as_eager": bool(same) if defined else None,
             "out": compiled[0].tolist() if defined else None, "max_difference": worst,
             "first_step_s": round(seconds, 2), "rank": dist.get_rank()}
 

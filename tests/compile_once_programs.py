@@ -37,6 +37,7 @@ import cache_programs
 import dynamo_dist
 from dynamo_dist._compat import caches as compat_caches
 from dynamo_dist.caching import compile_once
+from dynamo_dist.diagnostics.explain import explaining
 from dynamo_dist.testing import make_mesh
 
 KILLED = 17  # the exit code of a rank killed mid-compile
@@ -171,11 +172,12 @@ def _gone_store() -> Any:
 
 def rank_run(base: str, program: str = "tp_mlp", one_rank: bool = True, shared_dir: bool = False,
              programs: dict | None = None, strike: str | None = None, store: str = "job",
-             stale_s: float = 30.0, plugin: bool = True) -> dict:
+             stale_s: float = 30.0, plugin: bool = True, explain: bool = False) -> dict:
     """One rank: ``program`` (or ``programs[rank]``) compiled with inductor,
     run forward and backward, compared with eager. ``strike``: the first
     compile in the job raises or exits; ``store``: "job" (the job's store),
-    "slow", "corrupt", "truncate" (wrapping it) or "gone"."""
+    "slow", "corrupt", "truncate" (wrapping it) or "gone"; ``explain``: under
+    ``explain`` (its report's cache outcomes are the result's ``explained``)."""
     rank = dist.get_rank()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = base if shared_dir else os.path.join(base, f"rank{rank}")
     warnings = _Warnings()
@@ -191,6 +193,13 @@ def rank_run(base: str, program: str = "tp_mlp", one_rank: bool = True, shared_d
     program = (programs or {}).get(str(rank), program)
     mesh = make_mesh((dist.get_world_size(),), ("tp",))
     raised = None
+    if explain:
+        with explaining(plugin=plugin, backend="inductor") as session:
+            result = cache_programs.run_program(program, mesh, plugin=plugin, one_rank=one_rank)
+        result["explained"] = {"compile_once": session.report.compile_once,
+                               "outcomes": [(o.cache, o.stage, o.state, o.source)
+                                            for g in session.report.graphs for o in g.cache]}
+        return {**result, "stats": compile_once.stats(), "warnings": warnings.messages}
     try:
         result = cache_programs.run_program(program, mesh, plugin=plugin, one_rank=one_rank)
     except Exception as e:  # the injected failure reached this rank's compile: compile again

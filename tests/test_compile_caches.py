@@ -22,14 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FORWARD_AND_BACKWARD = 2  # FX graphs per compiled frame (one AOTAutograd entry)
 
 
-def run_fresh(cache_dir: Path, **options) -> dict:
-    """``cache_programs.fake_world_run(**options)`` in a new process."""
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+def run_fresh(cache_dir: Path, env: dict | None = None, **options) -> dict:
+    """``cache_programs.fake_world_run(**options)`` in a new process (with
+    ``env`` added to its environment); what it printed to stderr is the
+    result's ``stderr``."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), **(env or {}),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "cache_programs.py"), json.dumps(options)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
 
 
 def assert_all_hit(run: dict) -> None:

@@ -29,7 +29,8 @@ def _compiled(run: dict) -> bool:
 
 
 def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
-    runs = spawn_world(rank_run, 2, str(tmp_path))
+    """...and ``explain`` says on each rank where its graph came from."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), explain=True)
     assert all(run["same_as_eager"] for run in runs.values())
     compilers = [r for r, run in runs.items() if _compiled(run)]
     assert len(compilers) == 1, {r: run["outcomes"] for r, run in runs.items()}
@@ -41,6 +42,12 @@ def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
     assert loader["stats"]["loaded"] == 1
     assert loader["stats"]["bytes_loaded"] == compiler["stats"]["bytes_sent"]
     assert not compiler["warnings"] and not loader["warnings"]
+    for run in runs.values():
+        assert run["explained"]["compile_once"] == "on"
+    aot = {r: next(o for o in run["explained"]["outcomes"] if o[0] == "aot_autograd") for r, run in runs.items()}
+    assert aot[compilers[0]][2] == "miss" and aot[compilers[0]][3].startswith("compiled here, shared with the job (")
+    assert aot[1 - compilers[0]][2] == "hit"
+    assert aot[1 - compilers[0]][3].startswith(f"loaded from rank {compilers[0]} (waited ")
 
 
 def test_without_shared_keys_every_rank_compiles_and_none_waits(tmp_path):

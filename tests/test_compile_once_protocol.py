@@ -103,26 +103,44 @@ def test_a_failing_store_is_a_store_error_naming_the_operation():
 
 
 # -- bundles --------------------------------------------------------------------------
+KERNELS = {"ab/cabc.main.so": b"\x7fELF kernel", "cd/ccd.so": b"\x7fELF probe"}
+
+
 def test_a_bundle_round_trips():
-    assert bundles.unpack("key", bundles.pack("key", b"artifacts")) == b"artifacts"
-    assert bundles.unpack("key", bundles.pack("key", b"")) == b""
+    assert bundles.unpack("key", bundles.pack("key", b"artifacts", KERNELS)) == (b"artifacts", KERNELS)
+    assert bundles.unpack("key", bundles.pack("key", b"")) == (b"", {})
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda b: b[:-3], "holds 6 of its 9 bytes (truncated)"),
+    (lambda b: b[:-3], "holds 42 of its 45 bytes (truncated)"),
     (lambda b: b[:-9] + b"ARTIFACTS", "do not match their digest (corrupt)"),
     (lambda b: b[: len(bundles.MAGIC) + 5], "ends inside its header (truncated)"),
     (lambda b: b"\x00" + b, "not a compile-once bundle"),
-    (lambda b: b.replace(b"key 9", b"key x"), "its header is corrupt"),
+    (lambda b: b.replace(b"key 45", b"key x"), "its header is corrupt"),
 ])
 def test_a_damaged_bundle_is_refused_with_the_reason(damage, message):
     with pytest.raises(bundles.BundleError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        bundles.unpack("key", damage(bundles.pack("key", b"artifacts")))
+        bundles.unpack("key", damage(bundles.pack("key", b"artifacts", {"ab/cabc.so": b"\x7fELF"})))
 
 
 def test_a_bundle_for_another_key_is_refused():
     with pytest.raises(bundles.BundleError, match="holds the artifacts of key other, not key"):
         bundles.unpack("key", bundles.pack("other", b"artifacts"))
+
+
+def test_kernel_binaries_go_to_their_digest_paths_and_nowhere_else(tmp_path, monkeypatch):
+    from dynamo_dist._compat import caches
+    from dynamo_dist.caching import kernels
+
+    monkeypatch.setattr(caches, "inductor_cache_dir", lambda: str(tmp_path))
+    start = time.time() - 1
+    assert kernels.install(KERNELS) == 2
+    assert (tmp_path / "ab" / "cabc.main.so").read_bytes() == KERNELS["ab/cabc.main.so"]
+    assert kernels.written_since(start) == KERNELS
+    assert kernels.install(KERNELS) == 0  # never over an existing binary
+    for bad in ("../x.so", "/etc/x.so", "abc/x.so", "ab/x.py", "ab/../../x.so", "ab/c/x.so"):
+        with pytest.raises(ValueError, match="outside the cache's kernel folders"):
+            kernels.install({bad: b""})
 
 
 # -- the switches ---------------------------------------------------------------------

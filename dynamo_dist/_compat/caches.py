@@ -292,3 +292,8 @@ def remote_cache_address() -> str:
         return url
     return f"redis://{os.environ.get('TORCHINDUCTOR_REDIS_HOST', 'localhost')}:" \
            f"{os.environ.get('TORCHINDUCTOR_REDIS_PORT', '6379')}"
+
+
+def inductor_cache_dir() -> str:
+    """The local cache dir inductor uses (``TORCHINDUCTOR_CACHE_DIR`` or its default)."""
+    return importlib.import_module("torch._inductor.runtime.cache_dir_utils").cache_dir()

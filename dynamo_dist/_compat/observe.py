@@ -286,6 +286,19 @@ def cache_artifact(record: logging.LogRecord) -> tuple[str, str, dict[str, Any],
     return cache, state, payload if isinstance(payload, dict) else {}, _record_compile_id(metadata)
 
 
+def named_artifact(record: logging.LogRecord, name: str) -> tuple[dict[str, Any], str | None] | None:
+    """``(JSON payload, compile id)`` of a structured-trace artifact called ``name``, else None."""
+    metadata = getattr(record, "metadata", None)
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("artifact"), dict) \
+            or metadata["artifact"].get("name") != name:
+        return None
+    try:
+        payload = json.loads(getattr(record, "payload", None) or "{}")
+    except ValueError:
+        return None
+    return (payload, _record_compile_id(metadata)) if isinstance(payload, dict) else None
+
+
 def compile_cache_settings() -> dict[str, Any]:
     """Whether inductor's FX graph cache and the AOTAutograd cache are on
     (locally), and the directory they use, read without side effects

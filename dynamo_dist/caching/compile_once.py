@@ -55,7 +55,7 @@ import torch.distributed as dist
 
 from .. import _compat as C
 from .. import config
-from . import bundles, keys
+from . import bundles, kernels, keys
 from .job_store import Decision, JobStore, Outcome, StoreError
 
 log = logging.getLogger("dynamo_dist.compile_once")
@@ -79,6 +79,7 @@ class _Claim:
     mark: Any  # C.caches.artifact_mark() when claimed
     fx_keys: set[str] = dataclasses.field(default_factory=set)
     started: float = dataclasses.field(default_factory=time.monotonic)
+    started_at: float = dataclasses.field(default_factory=time.time)  # file times are wall-clock
 
 
 class _Scope:
@@ -208,8 +209,10 @@ def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callab
 def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
     assert outcome.payload is not None
     try:
-        C.caches.load_artifacts(bundles.unpack(key, outcome.payload))
-    except (bundles.BundleError, Exception) as e:
+        artifacts, files = bundles.unpack(key, outcome.payload)
+        kernels.install(files)
+        C.caches.load_artifacts(artifacts)
+    except Exception as e:
         why = str(e) if isinstance(e, bundles.BundleError) else f"loading them failed ({type(e).__name__}: {e})"
         _warn_once(f"refused:{type(e).__name__}", f"refused the compiled artifacts rank {outcome.source_rank} sent "
                    f"for a graph: {why}; compiling it here")
@@ -267,7 +270,8 @@ def saved(kind: str, key: str) -> None:
     wanted |= {(C.caches.FX_ARTIFACT, fx) for fx in claim.fx_keys}
     try:
         artifacts = C.caches.serialize_artifacts(C.caches.artifacts_since(claim.mark, wanted))
-        payload = bundles.pack(key, artifacts)
+        # A second early: file times may be coarser than the clock.
+        payload = bundles.pack(key, artifacts, kernels.written_since(claim.started_at - 1.0))
         _job_store().publish(key, payload)
     except StoreError as e:
         _store_failed(e)

@@ -34,6 +34,11 @@ class CacheEvents:
         self.events: dict[str, list[tuple[str, str, dict[str, Any], str]]] = {}
         self.settings: dict[str, dict[str, Any]] = {}  # compile id -> O.compile_cache_settings()
         self._stage: dict[str, str] = {}  # compile id -> the stage inductor's inner compiler started
+        self.sources: dict[str, dict[str, Any]] = {}  # cache key -> where its graph came from (compile once)
+
+    def add_source(self, payload: dict[str, Any]) -> None:
+        """A compile-once record: where the graph of ``payload["key"]`` came from."""
+        self.sources[str(payload.get("key"))] = payload
 
     def stage_starts(self, compile_id: str, stage: str) -> None:
         """Inductor's inner compiler got this graph's ``stage``: the FX-graph
@@ -57,7 +62,8 @@ class CacheEvents:
             if cache == FX and not stage:
                 stage = "backward" if any(o.stage == "forward" for o in fx) else "forward"
             reason, detail = describe(cache, state, payload, where, mode)
-            (aot if cache == AOT else fx).append(CacheOutcome(cache, stage, state, reason, detail))
+            source = describe_source(self.sources.get(str(payload.get("key"))))
+            (aot if cache == AOT else fx).append(CacheOutcome(cache, stage, state, reason, detail, source))
         lowered = bool(fx) or any(s in graph.stages for s in ("forward", "backward"))
         if not aot and lowered and not settings.get(AOT, True):
             aot.append(CacheOutcome(AOT, "", "bypass", _off(AOT, settings)))
@@ -71,6 +77,21 @@ class CacheEvents:
             graph.note = ("AOTAutograd cache hit: its forward/backward graphs were loaded, not traced, and torch "
                           "logged no printed copy, so their collectives are not listed (a fresh "
                           "TORCHINDUCTOR_CACHE_DIR shows them)")
+
+
+def describe_source(payload: dict[str, Any] | None) -> str:
+    """Where a graph came from, from its compile-once record."""
+    if not payload:
+        return ""
+    text = str(payload.get("source", ""))
+    extra = []
+    if payload.get("waited_s"):
+        extra.append(f"waited {payload['waited_s']:.1f} s")
+    if payload.get("bytes"):
+        extra.append(f"{payload['bytes'] / 1024:.0f} KiB")
+    if payload.get("abandoned"):
+        extra.append(f"not shared: {payload['abandoned']}")
+    return f"{text} ({', '.join(extra)})" if extra else text
 
 
 def _off(cache: str, settings: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ import torch.fx
 
 from .._compat import observe as O
 from .._compat import dynamo_logs as L
+from ..caching import compile_once
 from ..guards import _notes
 from . import breaks as B
 from . import caches as K
@@ -58,9 +59,9 @@ class _TraceHandler(logging.Handler):
     outcomes) and ``on_printed`` (post-AOTAutograd graphs as printed code)."""
 
     def __init__(self, on_event: Callable[[str, str, str, dict], None],
-                 on_printed: Callable[[str, str, str], None]) -> None:
+                 on_printed: Callable[[str, str, str], None], on_source: Callable[[dict], None]) -> None:
         super().__init__(logging.DEBUG)
-        self.on_event, self.on_printed = on_event, on_printed
+        self.on_event, self.on_printed, self.on_source = on_event, on_printed, on_source
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -68,6 +69,10 @@ class _TraceHandler(logging.Handler):
             if found is not None:
                 cache, state, payload, cid = found
                 self.on_event(cid or O.current_compile_id(), cache, state, payload)
+                return
+            source = O.named_artifact(record, compile_once.TRACE_ARTIFACT)
+            if source is not None:
+                self.on_source(source[0])
                 return
             printed = O.aot_graph_event(record)
             if printed is not None:
@@ -100,6 +105,7 @@ class Recorder:
         self._rows: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
         self._world: tuple[int, int] | None = None  # (rank, size) seen while compiling
+        self._compile_once: str | None = None  # why graphs were not shared, as the last compile saw it
 
     # -- lifetime -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -111,7 +117,8 @@ class Recorder:
         # compile-metrics limit, suppress_errors) is one reversible Patches.
         # Only inductor consults the compile caches: only then is the
         # structured trace (which costs its payloads) switched on.
-        trace = _TraceHandler(self.caches.add, self._on_printed) if self.lowering == "inductor" else None
+        trace = _TraceHandler(self.caches.add, self._on_printed, self.caches.add_source) \
+            if self.lowering == "inductor" else None
         self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT, trace)
         _notes.add_listener(self._on_note)
         self._stack = contextlib.ExitStack()
@@ -175,6 +182,7 @@ class Recorder:
             )
             if self.lowering == "inductor":
                 self.caches.settings[compile_id] = O.compile_cache_settings()
+                self._compile_once = compile_once.inactive_reason()
             self._note_dtensor_inputs(compile_id, nodes)
             self._graphs.append(graph)
             return graph
@@ -247,6 +255,7 @@ class Recorder:
                 _safely(self._collectives_from_printed, graph)
                 _safely(self.caches.fill, graph, mode)
             report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
+            report.compile_once = self._compile_once or "on"
         report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
                          for cid, notes in self.notes.items()}
         return report

@@ -95,9 +95,10 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
     notes = [f"  {g.compile_id}: {g.note}" for g in r.graphs if g.note]
     out += notes
     if cached:
-        rows = [[g.compile_id, _CACHE_NAMES.get(o.cache, o.cache), o.stage or "both",
-                 f"{o.state}: {o.reason}" if o.reason else o.state] for g in r.graphs for o in g.cache]
-        out += ["", f"Compile caches ({len(rows)} lookups; cache dir {r.cache_dir})"]
+        rows = [[g.compile_id, _CACHE_NAMES.get(o.cache, o.cache), o.stage or "both", _outcome(o)]
+                for g in r.graphs for o in g.cache]
+        out += ["", f"Compile caches ({len(rows)} lookups; cache dir {r.cache_dir}; compile once: "
+                f"{r.compile_once or 'on'})"]
         out += table(["graph", "cache", "stage", "outcome"], rows) if rows else ["  none logged"]
     rows = [[g.compile_id, x.stage, x.op, x.group, ranks_text(x.ranks), _shape(x.shape), x.dtype,
              "?" if x.bytes_per_rank is None else x.bytes_per_rank] for g in r.graphs for x in g.collectives]
@@ -120,6 +121,11 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
 
 _CACHE_NAMES = {"aot_autograd": "AOTAutograd", "fx_graph": "FX graph"}
 _STAGE_SHORT = {"forward": "fw", "backward": "bw"}
+
+
+def _outcome(o: Any) -> str:
+    state = f"{o.state} ({o.source})" if o.source else o.state
+    return f"{state}: {o.reason}" if o.reason else state
 
 
 def _cache_summary(outcomes: list[Any]) -> str:

@@ -55,6 +55,7 @@ class CacheOutcome:
     state: str  # "hit", "miss" or "bypass"
     reason: str = ""  # in plain words (for hit: the compile time it saved)
     detail: str = ""  # torch's own reason, as it logged it (bypass)
+    source: str = ""  # where the graph came from: compiled here, loaded from a rank, a local or remote hit
 
 
 @dataclass
@@ -98,6 +99,7 @@ class ExplainReport:
     stock: ExplainReport | None = None  # compare_stock: the same run without the plugin
     rank_differences: list[str] = field(default_factory=list)
     cache_dir: str | None = None  # inductor: where the FX graph and AOTAutograd caches live
+    compile_once: str = ""  # inductor: "on", or why graphs were not shared across the job's ranks
 
     @property
     def collectives(self) -> list[Collective]:
