@@ -18,12 +18,15 @@ WARM_GOAL = 0.5  # plugin warm first step / stock warm first step
 WARM_CLIENTS = "warm_start_clients"
 SCALE = "scale"
 SCALE_GOAL = 1.1  # plugin's cost at the largest world / at the smallest
+ONCE = "compile_once"
+ONCE_STEP_GOAL = 0.5  # compile once's slowest cold first step / stock's, at 4 ranks
 # Sections with blocks of their own (their own stamp, in the doc and the
 # README): ``--only SECTION`` rewrites them without touching the others'
 # figures, and back. Section -> (doc marker, README marker).
 OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
               WARM_CLIENTS: ("bench-warm-clients", "bench-warm-clients-summary"),
-              SCALE: ("bench-scale", "bench-scale-summary")}
+              SCALE: ("bench-scale", "bench-scale-summary"),
+              ONCE: ("bench-compile-once", "bench-compile-once-summary")}
 
 
 def _f(value: Any, digits: int = 2) -> str:
@@ -231,6 +234,96 @@ def scale_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
             for what, span, r in scale_slopes(rows)]
 
 
+ONCE_SIDES = ("stock", "plugin", "compile_once")
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    return float("nan") if not values else (values[len(values) // 2] if len(values) % 2 else
+                                            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2)
+
+
+def _loading_cpu(run: dict[str, Any]) -> float:
+    """CPU seconds of the ranks that loaded the graph instead of compiling it."""
+    return sum(r["cpu"] for r in run["per_rank"] if r["compile_once"].get("loaded"))
+
+
+def once_figures(r: dict[str, Any]) -> dict[str, float]:
+    """A job row's medians: per side compiles per graph, summed CPU, slowest
+    first step; the CPU bound (stock / W + loading) and the ratios."""
+    runs = r["runs"]
+    out = {}
+    for side in ONCE_SIDES:
+        out[f"{side}_compiles"] = _median(r["compiles_per_graph"].get(side, []))
+        out[f"{side}_cpu"] = _median([x["cpu"] for x in runs.get(side, [])])
+        out[f"{side}_wall"] = _median([x["wall"] for x in runs.get(side, [])])
+    out["loading_cpu"] = _median([_loading_cpu(x) for x in runs.get("compile_once", [])])
+    out["cpu_bound"] = out["stock_cpu"] / r["ranks"] + out["loading_cpu"]
+    out["cpu_ratio"] = r["cpu"]["ratio"]
+    out["wall_ratio"] = r["wall"]["ratio"]
+    return out
+
+
+def once_table(rows: list[dict[str, Any]]) -> str:
+    jobs = [r for r in rows if r.get("kind") == "job"]
+    table = _table(
+        ["ranks", "FX compiles per graph (stock / plugin / once)", "CPU s summed (stock / plugin / once)",
+         "once: CPU bound (stock / W + loading)", "slowest first step s (stock / plugin / once)",
+         "once / stock: CPU, first step", "jobs per side"],
+        [[str(r["ranks"]), " / ".join(_f(f[f"{s}_compiles"], 1) for s in ONCE_SIDES),
+          " / ".join(_f(f[f"{s}_cpu"], 1) for s in ONCE_SIDES), _f(f["cpu_bound"], 1),
+          " / ".join(_f(f[f"{s}_wall"], 1) for s in ONCE_SIDES), f"{_f(f['cpu_ratio'])}, {_f(f['wall_ratio'])}",
+          str(r["repeats"])] for r in jobs for f in [once_figures(r)]],
+    ) if jobs else ""
+    fleet = [r for r in rows if r.get("kind") == "fleet"]
+    fleet_rows = []
+    for r in fleet:
+        for side, got in r.get("sides", {}).items():
+            b = got["new_host"]
+            fleet_rows.append([f"{side}, gloo x{r['ranks']}", _f(got["job_a"]["wall"], 1), _f(b["wall"], 1),
+                               f"{b['hits']}/{b['lookups']}", _f(b["cpu"], 1)])
+    fleet_table = ("A new host with the fleet cache (job A cold, then job B on new empty local cache dirs):\n\n"
+                   + _table(["side", "job A: slowest first step s", "new host: slowest first step s",
+                             "new host: cache hits", "new host: CPU s summed"], fleet_rows)) if fleet_rows else ""
+    skipped = "\n".join(f"- fleet cache: skipped ({r['skipped']})" for r in fleet if "skipped" in r)
+    sims = [r for r in rows if r.get("kind") == "coordination"]
+    sim_table = ("The coordination alone (processes on one TCPStore, simulated compiles):\n\n" + _table(
+        ["processes", "graphs", "compile s each", "artifact KiB", "compiles per graph",
+         "median / last rank holding the bytes after the publish (s)"],
+        [[str(r["processes"]), str(r["keys"]), _f(r["compile_s"], 1), _kib(r["payload_bytes"]),
+          str(r["compiles_per_key"]), f"{_f(r['median_load_after_publish_s'], 3)} / "
+          f"{_f(r['last_load_after_publish_s'], 3)}"] for r in sims])) if sims else ""
+    return "\n\n".join(p for p in (table, fleet_table, skipped, sim_table) if p)
+
+
+def once_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        if r.get("kind") == "job":
+            f, w = once_figures(r), r["ranks"]
+            out.append([f"compile once, TP block, gloo x{w}, inductor, cold job",
+                        f"FX compiles per graph: stock {_f(f['stock_compiles'], 1)}, once "
+                        f"{_f(f['compile_once_compiles'], 1)}; CPU summed once / stock {_f(f['cpu_ratio'])} "
+                        f"(bound {_f(f['cpu_bound'] / f['stock_cpu'])}); slowest first step once / stock "
+                        f"{_f(f['wall_ratio'])}",
+                        "1 compile per graph; CPU <= stock / W + loading" + (f"; first step <= {ONCE_STEP_GOAL}"
+                                                                              if w >= 4 else ""),
+                        "yes" if f["compile_once_compiles"] == 1 and f["compile_once_cpu"] <= f["cpu_bound"]
+                        and (w < 4 or f["wall_ratio"] <= ONCE_STEP_GOAL) else "no"])
+        elif r.get("kind") == "fleet" and "skipped" not in r:
+            once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]
+            out.append([f"compile once, new host with the fleet cache, gloo x{r['ranks']}",
+                        f"once: {once['hits']}/{once['lookups']} lookups hit, first step {once['wall']:.1f} s; "
+                        f"stock: {stock['hits']}/{stock['lookups']} hit, {stock['wall']:.1f} s",
+                        "every lookup hits", "yes" if once["hits"] == once["lookups"] else "no"])
+        elif r.get("kind") == "coordination":
+            out.append([f"compile once, coordination, {r['processes']} processes",
+                        f"{r['compiles_per_key']} compile per graph; last rank holds the bytes "
+                        f"{r['last_load_after_publish_s']:.2f} s after the publish", "1 compile per graph",
+                        "yes" if r["compiles_per_key"] == 1 else "no"])
+    return out
+
+
 def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if "error" not in r]
 
@@ -258,6 +351,9 @@ def tables(result: dict[str, Any]) -> str:
         parts.append("### 6. Scale (fake worlds, rank W-1 of W; medians, stock / plugin)\n\n"
                      + scale_table(result[SCALE]) + "\n\nPer-block compile of N identical TP blocks:\n\n"
                      + scale_blocks_table(result[SCALE]))
+    if result.get(ONCE):
+        parts.append("### 8. Compile once per job (a cold job under compile_on_one_rank, inductor, each rank its "
+                     "own empty cache dir; medians)\n\n" + once_table(result[ONCE]))
     if result.get(WARM_CLIENTS):
         parts.append("### 7. Warm start, clients (first training step of a new process on gloo ranks, inductor; "
                      "median s)\n\n" + warm_table(result[WARM_CLIENTS]))
@@ -331,6 +427,7 @@ def summary(result: dict[str, Any]) -> str:
     rows += warm_summary_rows(result.get(WARM, []))
     rows += warm_summary_rows(result.get(WARM_CLIENTS, []))
     rows += scale_summary_rows(result.get(SCALE, []))
+    rows += once_summary_rows(result.get(ONCE, []))
     return _table(["benchmark", "figure", "goal", "met"], rows)
 
 

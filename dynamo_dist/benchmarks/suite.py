@@ -12,16 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _timing as T
-from . import compile_time, guard_cost, recompiles, scale, step_time, warm_clients, warm_start
+from . import compile_once, compile_time, guard_cost, recompiles, scale, step_time, warm_clients, warm_start
 
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale")
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
+            "compile_once")
 # ``bench`` with no ``--only``: every section but those that run only when
 # named: the clients' warm start (torchtitan and transformers, about 45
-# minutes) and the scale sweep (fake worlds up to 65,536 ranks, about half an hour).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale")
+# minutes), the scale sweep (fake worlds up to 65,536 ranks, about half an
+# hour) and compile once (cold jobs of 2 and 4 ranks, about half an hour).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
-           "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale}
+           "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale,
+           "compile_once": compile_once}
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,16 @@ class Config:
     scale_guard_calls: int
     scale_block_calls: int
     scale_repeats: int
+    # Compile once: cold jobs per side and world, the fleet cache, the coordination alone.
+    once_model: str
+    once_size: str
+    once_worlds: tuple[int, ...]
+    once_repeats: int
+    once_timeout: float
+    once_sim_processes: tuple[int, ...]
+    once_sim_keys: int
+    once_sim_compile_s: float
+    once_sim_payload: int
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
@@ -69,14 +82,18 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               warm_size="small", warm_models=("mlp", "transformer"), warm_worlds=("fake",), warm_control=True,
               warm_cold_repeats=1, warm_repeats=5, warm_timeout=900,
               warm_clients=warm_clients.DEFAULT_ROWS, warm_clients_repeats=3,
-              scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5)
+              scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5,
+              once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
+              once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
                step_timeout=300, warm_size="tiny", warm_models=("mlp",), warm_worlds=("fake",), warm_control=False,
                warm_cold_repeats=1, warm_repeats=1, warm_timeout=300,
                warm_clients=warm_clients.QUICK_ROWS, warm_clients_repeats=1,
-               scale_guard_calls=300, scale_block_calls=50, scale_repeats=1)
+               scale_guard_calls=300, scale_block_calls=50, scale_repeats=1,
+              once_model="mlp", once_size="tiny", once_worlds=(2,), once_repeats=1, once_timeout=600,
+              once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000)
 
 
 def machine() -> dict[str, Any]:

@@ -4,7 +4,11 @@ against a hand-written local-tensor version, and the first step of a new
 process with a cold and a warm inductor cache (``--quick``: a smoke test);
 ``--only scale``: the same costs on fake worlds of 8 to 65,536 ranks and
 models of 1 to 32 compiled blocks; ``--only warm_start_clients``: the warm
-start of torchtitan and HF transformers training steps on gloo ranks.
+start of torchtitan and HF transformers training steps on gloo ranks;
+``--only compile_once``: what a cold job of 2 and 4 ranks pays to compile
+under compile_on_one_rank (stock, the plugin, the plugin compiling once per
+job), a new host with the fleet cache, and the coordination among 16 to 64
+processes.
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -26,14 +30,15 @@ from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
 # The sections --help offers, written out so that help needs no torch;
 # tests/test_cli_help.py keeps them equal to dynamo_dist.benchmarks.suite.SECTIONS.
-SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale")
-# What runs without --only (the clients' warm start and the scale sweep run only when named).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale")
+SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
+            "compile_once")
+# What runs without --only (the clients' warm start, the scale sweep and compile once run only when named).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 # The summary blocks --update-readme rewrites (dynamo_dist.benchmarks.report):
 # a section's own block, else the main one.
 SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "warm_start_clients": "bench-warm-clients-summary",
-                   "scale": "bench-scale-summary"}
+                   "scale": "bench-scale-summary", "compile_once": "bench-compile-once-summary"}
 MAIN_SUMMARY_MARKER = "bench-summary"
 
 
