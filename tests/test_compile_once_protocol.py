@@ -176,3 +176,33 @@ def test_a_bad_environment_value_names_the_variable(monkeypatch, name, value, er
         importlib.reload(config)
     monkeypatch.delenv(name)
     importlib.reload(config)
+
+
+# -- device-agnostic keys under compile_on_one_rank ----------------------------------------
+@pytest.mark.parametrize("device, current, one_rank, agnostic, cudagraphs, keyed", [
+    ("cuda:3", "cuda:3", True, True, False, "cuda"),  # the rank's own device: no index, keys shared
+    ("cuda:3", "cuda:3", False, True, False, "cuda:3"),  # outside compile_on_one_rank: devices may collide
+    ("cuda:3", "cuda:3", True, False, False, "cuda:3"),  # a release whose code holds the index (2.11-2.13)
+    ("cuda:3", "cuda:3", True, True, True, "cuda:3"),  # CUDA graphs keep the compile-time index
+    ("cuda:2", "cuda:3", True, True, False, "cuda:2"),  # another device than the current one
+    ("xpu:3", "cuda:3", True, True, False, "xpu:3"),  # another device type
+    ("cuda:3", None, True, True, False, "cuda:3"),  # no accelerator
+])
+def test_a_key_drops_the_device_index_only_where_the_code_is_device_agnostic(device, current, one_rank, agnostic,
+                                                                          cudagraphs, keyed):
+    import torch
+
+    from dynamo_dist.caching import keys
+
+    got = keys.key_device(torch.device(device), torch.device(current) if current else None, one_rank, agnostic,
+                          cudagraphs)
+    assert got == torch.device(keyed)
+
+
+def test_device_agnostic_code_is_detected_where_torch_has_it():
+    import torch
+
+    from dynamo_dist._compat import caches
+
+    release = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    assert caches.device_agnostic_codegen() == (release >= (2, 14))

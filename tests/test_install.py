@@ -45,6 +45,13 @@ def _cache_hook_points() -> tuple:
     if caches.MESH_STABLE_HASH is not None:
         owner, name = caches.MESH_STABLE_HASH
         points.append(owner.__dict__.get(name))
+    points.append(getattr(*caches.tensor_metadata_point()))
+    # Compile once: the lookups, saves and hit records of both caches, the compile scopes, the Redis backend.
+    aot, fx = caches.aot_autograd_cache(), caches.fx_graph_cache()
+    points += [aot.__dict__[n] for n in ("_lookup", "try_load", "save", "_record_result")]
+    points += [fx.__dict__[n] for n in ("_lookup_graph", "_save_graph", "_record_result")]
+    points += [getattr(owner, name) for owner, name in caches.compile_scope_points()]
+    points += [caches.redis_backend().__dict__[n] for n in ("_get", "_put")]
     return tuple(points)
 
 

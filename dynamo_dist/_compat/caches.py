@@ -297,3 +297,33 @@ def remote_cache_address() -> str:
 def inductor_cache_dir() -> str:
     """The local cache dir inductor uses (``TORCHINDUCTOR_CACHE_DIR`` or its default)."""
     return importlib.import_module("torch._inductor.runtime.cache_dir_utils").cache_dir()
+
+
+# -- device-agnostic keys under compile_on_one_rank (``caching/keys.py``) -----------------
+def tensor_metadata_point() -> tuple[Any, str]:
+    """Where the caches' keys describe a tensor (its ``TensorMetadata``)."""
+    return codecache(), "extract_tensor_metadata_for_cache_key"
+
+
+def device_agnostic_codegen() -> bool:
+    """Whether inductor's code is the same on every device under
+    ``compile_on_one_rank`` (2.14+: the wrapper reads the device index at run
+    time, kernels carry no index, and tracing refuses any accelerator but the
+    current one)."""
+    wrapper = importlib.import_module("torch._inductor.codegen.wrapper")
+    return hasattr(wrapper, "_COOR_DEVICE_IDX_VAR")
+
+
+def current_accelerator() -> torch.device | None:
+    """The current accelerator device, with its index, or None (CPU only)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None or not accelerator.is_available():
+        return None
+    device = accelerator.current_accelerator()
+    return torch.device(device.type, accelerator.current_device_index())
+
+
+def cudagraphs_on() -> bool:
+    """CUDA graphs capture the compile-time device index in the cached
+    artifact (``CompiledFxGraph.device_idxs``): it is not device-agnostic."""
+    return bool(inductor_config().triton.cudagraphs)

@@ -8,6 +8,9 @@ for distributed programs (``caching/``).
   ``compile_on_one_rank`` makes the graphs the same on every rank.
 - A graph loaded from the cache gets its mesh constants back as this
   process's meshes (stock leaves them ``None``).
+- Under ``compile_on_one_rank``, a tensor on the current accelerator enters
+  the keys without its device index where inductor's code is device-agnostic
+  (``keys.key_device``), so the ranks of one node share keys.
 - ``baked_ops.call`` and the calls of ``with sdpa_kernel(...)``
   (``caching/sdpa.py``) are cacheable graph call targets.
 - Compile once per job (``caching/compile_once.py``): a lookup that misses
@@ -20,17 +23,15 @@ for distributed programs (``caching/``).
 
 from __future__ import annotations
 
-from typing import Any
-
+import dataclasses
 import functools
-import logging
-from typing import Callable
+from typing import Any, Callable
+
+import torch
 
 from .. import _compat as C
 from ..caching import baked_ops, compile_once, keys, sdpa
 from .patches import Patches
-
-log = logging.getLogger("dynamo_dist")
 
 
 def _reduce_mesh_for_cache_key(mesh: Any) -> tuple:
@@ -50,6 +51,19 @@ def _with_live_meshes(unwrap: Any) -> Any:
     return constants
 
 
+def _device_agnostic_metadata(extract: Callable[..., Any]) -> Callable[..., Any]:
+    def extract_tensor_metadata_for_cache_key(t: Any) -> Any:
+        meta = extract(t)
+        device = getattr(meta, "device", None)
+        if isinstance(device, torch.device):
+            keyed = keys.device_for_key(device)
+            if keyed != device:
+                meta = dataclasses.replace(meta, device=keyed)
+        return meta
+
+    return extract_tensor_metadata_for_cache_key
+
+
 def cache_key_patches(p: Patches, *builders: Any) -> None:
     """The key changes of the module docstring; ``builders`` are the modules
     whose code decides what a baked call bakes (part of its version)."""
@@ -61,8 +75,15 @@ def cache_key_patches(p: Patches, *builders: Any) -> None:
         tag = keys.rank_tag()
         if tag is not None:
             self.cache_key_tag = f"{self.cache_key_tag}|{tag}"
+        index = getattr(self, "default_cuda_device_index", None)  # a graph without tensor inputs
+        current = C.caches.current_accelerator()
+        if index is not None and current is not None and \
+                keys.device_for_key(torch.device(current.type, index)).index is None:
+            self.default_cuda_device_index = None
 
     p.set(details, "__init__", details_init)
+    owner, name = C.caches.tensor_metadata_point()
+    p.set(owner, name, _device_agnostic_metadata(getattr(owner, name)))
     for loader in C.caches.constants_loaders():
         p.set(loader, "unwrap", _with_live_meshes(loader.__dict__["unwrap"]))
     pickler = C.caches.fx_cache_pickler()

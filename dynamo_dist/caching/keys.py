@@ -25,6 +25,7 @@ whose coordinates could have changed the trace.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import weakref
 from typing import Any
@@ -96,6 +97,37 @@ def rank_tag() -> str | None:
     if C.compile_on_one_rank() or not dist.is_initialized():
         return None
     return f"dynamo_dist rank {dist.get_rank()}"
+
+
+def key_device(device: Any, current: Any, one_rank: bool, agnostic_codegen: bool, cudagraphs: bool) -> Any:
+    """The device a tensor on ``device`` enters a compile-cache key as.
+
+    Under ``compile_on_one_rank`` on a release whose inductor code is the same
+    on every device (``agnostic_codegen``: the wrapper reads the device index
+    at run time; tracing refuses any accelerator but the current one), the
+    current accelerator's index is dropped: ranks of one node, each on its own
+    device, then share keys (and compile once per job). Not with CUDA graphs
+    (the cached artifact keeps the compile-time index), not for another device
+    or type, and not outside ``compile_on_one_rank`` (several devices may be
+    live there and must not collide)."""
+    if not (one_rank and agnostic_codegen and not cudagraphs) or current is None:
+        return device
+    if device.type == current.type and device.index == current.index:
+        return torch.device(device.type)
+    return device
+
+
+def device_for_key(device: Any) -> Any:
+    """``key_device`` for this process now."""
+    if device.type in ("cpu", "meta"):
+        return device
+    return key_device(device, C.caches.current_accelerator(), C.compile_on_one_rank(),
+                      _agnostic_codegen(), C.caches.cudagraphs_on())
+
+
+@functools.cache
+def _agnostic_codegen() -> bool:
+    return C.caches.device_agnostic_codegen()
 
 
 def constant_identity(value: Any) -> tuple | None:
