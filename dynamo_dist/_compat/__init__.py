@@ -10,20 +10,25 @@ split by job:
   slot names in one table (``Tracker``);
 - ``stock``: stock Dynamo's tracker builders, bypassing our hooks;
 - ``distributed``: private facts of meshes, DTensors and placements;
-- ``observe``: what diagnostics read (logs, metrics, compile hooks).
+- ``observe``: what diagnostics read (logs, metrics, compile hooks);
+- ``caches``: the compile caches (keys, lookups, artifacts) and the job's store;
+- ``aot``: AOTAutograd's partitioner, as the RNG-state fix needs it;
+- ``collective``: the ``AsyncCollectiveTensor`` backport (only where torch lacks the fix);
+- ``dynamo_logs``: what Dynamo's logs say, read back.
 
-Supported torch: ``>=2.13,<2.16`` (``SUPPORTED_RANGE``), two families:
-- 2.13: VariableTrackers use slot-style methods (``richcompare_impl``,
-  ``str_impl``, ``var_getattr``, ``is_python_equal``...);
-  ``compile_on_one_rank`` lives in ``torch.distributed.config``; DeviceMesh's
-  ``__eq__`` compares 5 fields.
-- 2.14 / 2.15: CPython-slot names (``tp_richcompare_impl``,
-  ``tp_getattro_impl``...; ``is_python_equal`` gone); the canonical
-  ``compile_on_one_rank`` is ``torch.compiler.config``'s (the distributed name
-  is a deprecated alias); 2.15's ``UserMethodVariable`` takes a function
-  tracker and its ``DeviceMesh.__eq__`` adds ``_preserve_rank_order``.
-The family is chosen by feature detection (``slots.FAMILY``); the version
-string only gates ``install()``.
+Supported torch: ``>=2.11,<2.16`` (``SUPPORTED_RANGE``), three slot families
+(``slots.FAMILY``, chosen by feature detection, never by the version string,
+which only gates ``install()``):
+- dunder (2.11, 2.12): few slot methods; comparison, ``str``, ``repr`` arrive
+  as dunder calls on the tracker, dict keys through ``is_python_hashable``;
+  2.11 tracks meshes and placements with in-tree trackers, 2.12 as opaque objects;
+- slot-style (2.13): ``richcompare_impl``, ``str_impl``, ``var_getattr``,
+  ``is_python_equal``...; ``compile_on_one_rank`` lives in
+  ``torch.distributed.config``; DeviceMesh's ``__eq__`` compares 5 fields;
+- CPython-style (2.14, 2.15): ``tp_richcompare_impl``, ``tp_getattro_impl``...
+  (``is_python_equal`` gone); the canonical ``compile_on_one_rank`` is
+  ``torch.compiler.config``'s; 2.15's ``DeviceMesh.__eq__`` adds
+  ``_preserve_rank_order``.
 """
 
 from __future__ import annotations
@@ -122,21 +127,7 @@ from .dynamo import (  # noqa: F401
     user_method,
     wrap_sourced,
 )
-# The names this module exported before it was split (kept for callers
-# outside the core).
-from .dynamo import (  # noqa: F401,E402
-    AttrSource,
-    BaseListVariable,
-    ConstantVariable,
-    GetAttrVariable,
-    GuardBuilder,
-    create_call_function,
-    install_guard,
-    raise_observed_exception,
-    Unsupported,
-    unimplemented,
-    wrap_fx_proxy,
-)
+from .dynamo import Unsupported  # noqa: F401,E402  (the exception a fold catches)
 from .slots import (  # noqa: F401
     BUILTIN_HOOKS,
     DUNDERS,
