@@ -3,6 +3,8 @@
 import torch
 import torch.distributed as dist
 
+from dynamo_dist._testing.clients import run_driver
+
 
 def rank_queries(x, mesh):
     c = mesh.get_coordinate()
@@ -118,3 +120,11 @@ def backward_inside_compiled_mlp():
     reasons = sorted(O.graph_break_reasons())
     dynamo_dist.uninstall()
     return frames, reasons, worst
+
+
+def torchtitan_world(cases, steps, eager_only):
+    """torchtitan's ``cases`` trained ``steps`` steps in every mode, then
+    each of ``eager_only`` one step eagerly (what fails, fails there): the
+    RunResults of this rank."""
+    return (run_driver("torchtitan", "run_cases", cases, steps)
+            + run_driver("torchtitan", "run_cases", eager_only, 1, ("eager",)))

@@ -1,11 +1,13 @@
-"""Hugging Face transformers tensor parallelism: a tiny Llama saved once and
-loaded on 2 gloo ranks with ``from_pretrained(path,
-distributed_config=DistributedConfig(tp_size=2))`` (DTensor weights sharded by
-the model's own TP plan), the whole model ``torch.compile``d and trained a
-few steps with its own loss (``dynamo_dist._testing.clients``). On every
-rank the plugin's run must match eager step by step, break and recompile no
-more than stock, report no ``dynamo_dist:`` break or failed compile under
-``explain``, and capture the same collectives as stock, in one graph."""
+"""Hugging Face transformers tensor parallelism: a tiny Llama, Qwen3-MoE and
+Mixtral each saved once and loaded on 2 gloo ranks with
+``from_pretrained(path, distributed_config=DistributedConfig(tp_size=2))``
+(DTensor weights sharded by the model's own TP plan; the experts by its
+``moe_tp_experts`` style), the whole model ``torch.compile``d and trained a
+few steps with its own loss (``dynamo_dist._testing.clients``); one spawned
+world runs the three. On every rank the plugin's run must match eager step
+by step, break and recompile no more than stock, report no ``dynamo_dist:``
+break or failed compile under ``explain``, and capture the same collectives
+as stock."""
 
 from __future__ import annotations
 
@@ -20,19 +22,25 @@ pytestmark = pytest.mark.skipif(bool(missing("transformers")), reason="transform
 
 STEPS = 3
 LOSS_TOL = GRAD_TOL = 1e-5
-CASE = HFCase(tp_size=2)
+LLAMA = HFCase(tp_size=2)
+MOE_FAMILIES = ("qwen3_moe", "mixtral")
+CASES = [LLAMA, *(HFCase(tp_size=2, family=f) for f in MOE_FAMILIES)]
+WORLD_SIZE = 2
+assert all(case.world_size == WORLD_SIZE for case in CASES)
 
 
 @pytest.fixture(scope="module")
-def runs() -> list[dict[str, RunResult]]:
-    """Per rank: mode -> RunResult."""
-    per_rank = run_in_gloo_world(run_driver, CASE.world_size, "transformers", "run_case", CASE, STEPS, timeout=900)
-    return [{r.mode: r for r in results} for results in per_rank]
+def runs() -> dict[str, list[dict[str, RunResult]]]:
+    """Case id -> per rank: mode -> RunResult."""
+    per_rank = run_in_gloo_world(run_driver, WORLD_SIZE, "transformers", "run_cases", CASES, STEPS, timeout=900)
+    return {case.id: [{r.mode: r for r in results if r.case == case.id} for results in per_rank]
+            for case in CASES}
 
 
-def test_plugin_trains_like_eager_and_stock(runs):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_plugin_trains_like_eager_and_stock(case, runs):
     failures = []
-    for rank_runs in runs:
+    for rank_runs in runs[case.id]:
         eager, stock, plugin = rank_runs["eager"], rank_runs["stock"], rank_runs["plugin"]
         assert eager.error is None and stock.error is None, eager.describe() + "\n" + stock.describe()
         found = problems(plugin, stock, LOSS_TOL, GRAD_TOL)
@@ -45,8 +53,29 @@ def test_plugin_trains_like_eager_and_stock(runs):
 
 def test_the_model_compiles_to_one_graph_with_its_tp_collectives(runs):
     """Row-parallel layers all-reduce, the vocabulary-parallel head gathers."""
-    for rank_runs in runs:
+    for rank_runs in runs[LLAMA.id]:
         plugin = rank_runs["plugin"]
         (graph,) = plugin.collectives()
         assert {"all_reduce", "all_gather_into_tensor"} <= set(graph), plugin.describe()
         assert plugin.graph_breaks == 0 and plugin.recompiles == 0, plugin.describe()
+
+
+@pytest.mark.parametrize("family", MOE_FAMILIES)
+def test_moe_experts_are_sharded_dtensors_reduced_like_a_dense_mlp(family, runs):
+    """transformers' ``moe_tp_experts`` gives each rank a slice of every
+    expert (``gate_up_proj`` packed column-wise: a ``_StridedShard``
+    DTensor; ``down_proj`` row-wise: ``Shard(2)``), whose partial outputs
+    are all-reduced where the dense Llama all-reduces its MLP's: each graph
+    has Llama's collectives, with no graph break. The plugin guards both
+    expert weights of every layer."""
+    case = HFCase(tp_size=2, family=family)
+    for moe_runs, llama_runs in zip(runs[case.id], runs[LLAMA.id]):
+        plugin, (llama_graph,) = moe_runs["plugin"], llama_runs["plugin"].collectives()
+        assert plugin.graph_breaks == 0, plugin.describe()
+        assert all(graph == llama_graph for graph in plugin.collectives()), plugin.describe()
+        for layer in range(case.layers):
+            experts = (f"`self._modules['model']._modules['layers']._modules['{layer}']"
+                       "._modules['mlp']._modules['experts']")
+            for weight, placement in (("gate_up_proj", "_StridedShard(dim=1, sf=2)"), ("down_proj", "Shard(dim=2)")):
+                guard = f"{experts}._parameters['{weight}']`: DTensor ({placement},) on mesh (tp={case.tp_size})"
+                assert guard in plugin.distributed_guards, plugin.distributed_guards

@@ -16,9 +16,12 @@ Rows (``ROWS``): torchtitan's llama3 debugmodel (2 blocks) with TP=2 as its
 trainer configures it (selective activation checkpointing) and without
 activation checkpointing, once more with torch's opt-in for custom
 ``autograd.Function``s (its tensor-parallel loss is one), TP=2 on
-``full_dtensor``, FSDP2 and dp2 x tp2; a tiny HF Llama with TP=2. A row whose
-client is not installed (or whose torch it does not support) is skipped with
-the reason.
+``full_dtensor``, FSDP2 and dp2 x tp2; torchtitan's SimpleFSDP (the whole
+model compiled, FSDP on 2 ranks and dp2 x tp2), its deepseek_v3 debugmodel
+with expert parallelism (EP=2) and its llama3 with context parallelism
+(CP=2, SDPA's math backend); a tiny HF Llama, Qwen3-MoE and Mixtral with
+TP=2. A row whose client is not installed (or whose torch it does not
+support) is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import torch
 
 from .._compat import observe as O
 from .._compat.caches import outcome_counts
-from .._testing.clients import HFCase, TitanCase, missing, run_driver
+from .._testing.clients import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing, run_driver
 from ..worlds import run_in_gloo_world
 from ._timing import Task
 from .warm_start import BypassReasons, Program, measure, over_ranks
@@ -48,7 +51,7 @@ class ClientRow:
     """One row: a client's case and what the row's name says about it."""
 
     client: str  # a key of _testing.clients.DRIVERS
-    case: Any  # TitanCase / HFCase
+    case: Any  # one of _testing.clients.cases' case classes
     env: tuple[tuple[str, str], ...] = field(default=())
 
 
@@ -61,7 +64,13 @@ ROWS: dict[str, ClientRow] = {
     "torchtitan FSDP2, no AC": ClientRow("torchtitan", TitanCase("fsdp", "partial_dtensor", ac="none")),
     "torchtitan dp2 x tp2, partial_dtensor, no AC": ClientRow(
         "torchtitan", TitanCase("dp_tp", "partial_dtensor", ac="none")),
+    "torchtitan SimpleFSDP, FSDP": ClientRow("torchtitan", SimpleFSDPCase("fsdp")),
+    "torchtitan SimpleFSDP, dp2 x tp2": ClientRow("torchtitan", SimpleFSDPCase("dp_tp")),
+    "torchtitan deepseek_v3 MoE, EP=2": ClientRow("torchtitan", MoECase(ep=2)),
+    "torchtitan CP=2, SDPA math": ClientRow("torchtitan", CPCase(cp=2, attention="math")),
     "transformers Llama TP=2": ClientRow("transformers", HFCase(tp_size=2)),
+    "transformers Qwen3-MoE TP=2": ClientRow("transformers", HFCase(tp_size=2, family="qwen3_moe")),
+    "transformers Mixtral TP=2": ClientRow("transformers", HFCase(tp_size=2, family="mixtral")),
 }
 DEFAULT_ROWS = tuple(ROWS)
 QUICK_ROWS = ("transformers Llama TP=2",)

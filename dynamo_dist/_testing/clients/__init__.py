@@ -1,10 +1,13 @@
 """Drivers for real client programs that users compile with dynamo_dist:
-torchtitan (``torchtitan.py``) and Hugging Face transformers tensor
-parallelism (``transformers.py``). Each builds the client's model through the
-client's own code, trains it a few steps eagerly, compiled with stock torch
-and compiled with dynamo_dist, and reports per mode (``runs.py``): losses and
-gradients against eager, graph breaks, recompiles, failed compiles and the
-collectives of each captured graph.
+torchtitan (``torchtitan.py``: llama3 with TP / FSDP2, and through
+``torchtitan_simple_fsdp.py``, ``torchtitan_moe.py`` and
+``torchtitan_cp.py`` SimpleFSDP, expert parallelism and context parallelism)
+and Hugging Face transformers tensor parallelism on dense and
+mixture-of-experts models (``transformers.py``). Each builds the client's
+model through the client's own code, trains it a few steps eagerly, compiled
+with stock torch and compiled with dynamo_dist, and reports per mode
+(``runs.py``): losses and gradients against eager, graph breaks, recompiles,
+failed compiles and the collectives of each captured graph.
 
 The configurations (``cases.py``) and :func:`run_driver` import no client:
 a process that only spawns the ranks (a test, a benchmark) stays free of
@@ -17,9 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .cases import HFCase, TitanCase, missing
+from .cases import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing
 
-__all__ = ["HFCase", "TitanCase", "missing", "run_driver"]
+__all__ = ["CPCase", "HFCase", "MoECase", "SimpleFSDPCase", "TitanCase", "missing", "run_driver"]
 
 DRIVERS = {"torchtitan": f"{__name__}.torchtitan", "transformers": f"{__name__}.transformers"}
 

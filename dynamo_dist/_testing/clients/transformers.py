@@ -1,13 +1,16 @@
 """Hugging Face transformers tensor parallelism on CPU ranks with gloo,
-through transformers' own code: a tiny ``LlamaConfig`` model is saved once,
-then every build loads it with ``from_pretrained(path,
+through transformers' own code: a tiny model of the case's family (Llama,
+or the mixture-of-experts Qwen3-MoE and Mixtral) is saved once, then every
+build loads it with ``from_pretrained(path,
 distributed_config=DistributedConfig(tp_size=...))`` (transformers shards it
-with its ``base_model_tp_plan`` onto DTensors) and, when compiled, the whole
-model is ``torch.compile``d as users do; the loss is the model's own
-(``labels=``).
+with its ``base_model_tp_plan`` onto DTensors; the experts with its
+``moe_tp_experts`` style: each rank holds a slice of every expert and the
+partial outputs are all-reduced) and, when compiled, the whole model is
+``torch.compile``d as users do; the loss is the model's own (``labels=``).
 
 ``run_case(case)`` runs on every rank of an initialised world of
-``case.tp_size`` ranks and returns one :class:`~.runs.RunResult` per mode.
+``case.tp_size`` ranks and returns one :class:`~.runs.RunResult` per mode;
+``run_cases`` runs several in one world.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from .runs import MODES, RunResult, local, run_modes
 AVAILABLE = not missing("transformers")
 
 if AVAILABLE:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import (LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig,
+                              Qwen3MoeForCausalLM)
     from transformers.distributed import DistributedConfig
 
 def require() -> None:
@@ -39,8 +43,9 @@ class HFTraining:
 
     def __init__(self, case: HFCase, path: str, compiled: bool, backend: str = "aot_eager") -> None:
         self.case = case
-        self.model = LlamaForCausalLM.from_pretrained(path, distributed_config=DistributedConfig(tp_size=case.tp_size),
-                                                      dtype=torch.float32)
+        model_class = model_classes(case.family)[1]
+        self.model = model_class.from_pretrained(path, distributed_config=DistributedConfig(tp_size=case.tp_size),
+                                                 dtype=torch.float32)
         self.model.train()
         self.forward = torch.compile(self.model, backend=backend) if compiled else self.model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=False)
@@ -66,17 +71,33 @@ class HFTraining:
         return float(loss.detach()), grads
 
 
-def llama_config(case: HFCase) -> "LlamaConfig":
-    return LlamaConfig(vocab_size=case.vocab, hidden_size=case.hidden, intermediate_size=case.intermediate,
-                       num_hidden_layers=case.layers, num_attention_heads=case.heads,
-                       num_key_value_heads=case.kv_heads, max_position_embeddings=4 * case.seq_len)
+def model_classes(family: str) -> tuple[type, type]:
+    """The config and causal-LM classes of a family of :data:`~.cases.HF_FAMILIES`."""
+    return {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM),
+            "mixtral": (MixtralConfig, MixtralForCausalLM)}[family]
+
+
+def model_config(case: HFCase):
+    common = dict(vocab_size=case.vocab, hidden_size=case.hidden, num_hidden_layers=case.layers,
+                  num_attention_heads=case.heads, num_key_value_heads=case.kv_heads,
+                  head_dim=case.hidden // case.heads, max_position_embeddings=4 * case.seq_len)
+    experts = dict(num_experts_per_tok=case.experts_per_token)
+    family = {
+        "llama": dict(intermediate_size=case.intermediate),
+        # Qwen3-MoE: every layer sparse; its dense MLP width is unused then.
+        "qwen3_moe": dict(experts, intermediate_size=case.intermediate, num_experts=case.experts,
+                          moe_intermediate_size=case.expert_intermediate),
+        # Mixtral: intermediate_size is each expert's width.
+        "mixtral": dict(experts, intermediate_size=case.expert_intermediate, num_local_experts=case.experts),
+    }[case.family]
+    return model_classes(case.family)[0](**common, **family)
 
 
 def save_model(case: HFCase, path: str) -> None:
     """The model's weights and config, written by rank 0 for every rank to load."""
     if dist.get_rank() == 0:
         torch.manual_seed(0)
-        LlamaForCausalLM(llama_config(case)).save_pretrained(path)
+        model_classes(case.family)[1](model_config(case)).save_pretrained(path)
     dist.barrier()
 
 
@@ -101,3 +122,9 @@ def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend
         dist.barrier()
         if own and dist.get_rank() == 0:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def run_cases(cases: Sequence[HFCase], steps: int = 3, modes: Sequence[str] = MODES,
+              backend: str = "aot_eager", explain: bool = True) -> list[RunResult]:
+    """Several cases in one world (spawning and importing are the slow part)."""
+    return [r for case in cases for r in run_case(case, steps, modes, backend, explain=explain)]
