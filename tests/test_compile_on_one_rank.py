@@ -65,3 +65,45 @@ def test_real_two_rank_world_graphs_identical():
     assert results[0]["code"] == results[1]["code"]
     # Default mode bakes each rank's answer: the graphs differ.
     assert results[0]["folded_code"] != results[1]["folded_code"]
+
+
+class _AllReduceGradient(torch.autograd.Function):
+    """As HF transformers' tensor-parallel Functions: the group kept on ctx,
+    a collective on it in backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        import torch.distributed as dist
+
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+def _two_functions_on_a_mesh_group(mesh):
+    def step(x, w):
+        group = mesh.get_group()  # derived from the mesh: a graph op under compile_on_one_rank (2.14+)
+        return _AllReduceGradient.apply(x, group) * _AllReduceGradient.apply(w, group)
+
+    return step
+
+
+@pytest.mark.usefixtures("plugin", "one_rank_mode")
+def test_a_group_derived_in_one_functions_backward_is_made_again_in_the_next():
+    """Each Function's backward is a subgraph of its own: a group made there
+    (from the mesh) is not reachable from the next one's, which makes its own."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from dynamo_dist.testing import fake_world
+
+    with fake_world(2, 1):
+        step = _two_functions_on_a_mesh_group(make_mesh((2,), ("tp",)))
+        x, w = torch.arange(4.0, requires_grad=True), torch.ones(4, requires_grad=True)
+        counter = CompileCounterWithBackend("eager")
+        out = torch.compile(step, backend=counter, fullgraph=True)(x, w)
+        torch.testing.assert_close(out, step(x, w))
+        assert counter.frame_count == 1

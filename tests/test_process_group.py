@@ -87,3 +87,26 @@ def test_functional_collectives_same_graph_as_stock(world8):
     assert collective_calls(plugin_run), "expected functional collectives in the graph"
     assert collective_calls(plugin_run) == collective_calls(stock_run)
     assert plugin_run.frame_count == 1
+
+
+def _c10d_collective_on(x, pg):
+    # dist.all_reduce is traced as a functional collective; on its way it asks
+    # `group or dist.group.WORLD`: the truth of the tracked group.
+    dist.all_reduce(x, group=pg)
+    return x + 1
+
+
+def _truths(x, mesh):
+    pg = mesh.get_group(0)
+    return x + (1 if pg else 2) + (3 if not mesh else 4) + (5 if pg is not None else 6) + (7 if mesh and pg else 8)
+
+
+def test_c10d_collectives_and_the_truth_of_meshes_and_groups_compile_whole(world8):
+    """On every release, as stock does (2.11 / 2.12 jumped only on Python
+    constants, so the plugin's trackers broke the graph there)."""
+    mesh = make_mesh((2, 4))
+    run = check_like_eager(_c10d_collective_on, torch.ones(4), mesh.get_group(1))
+    assert run.frame_count == 1 and "all_reduce" in run.graphs[0].code
+    run = check_like_eager(_truths, torch.zeros(2), mesh)
+    assert run.frame_count == 1
+    torch.testing.assert_close(run.compiled, torch.full((2,), 17.0))

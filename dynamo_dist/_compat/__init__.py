@@ -100,6 +100,11 @@ from .dynamo import (  # noqa: F401
     emit_import,
     example_value,
     frame_state,
+    opcode_number,
+    opcode_tables,
+    stack_top,
+    take_jump,
+    tracer_state,
     break_graph,
     graph_call,
     guard_attr_equals,
@@ -130,6 +135,7 @@ from .dynamo import (  # noqa: F401
 from .dynamo import Unsupported  # noqa: F401,E402  (the exception a fold catches)
 from .slots import (  # noqa: F401
     BUILTIN_HOOKS,
+    JUMP_HOOKS,
     DUNDERS,
     FAMILY,
     NEEDS_CALL_STR_HOOK,

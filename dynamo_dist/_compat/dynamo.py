@@ -8,6 +8,8 @@ change to this module only.
 
 from __future__ import annotations
 
+import dis
+
 import inspect
 import typing
 from typing import Any, Callable
@@ -17,7 +19,7 @@ from torch._dynamo.bytecode_transformation import create_call_function
 from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
 from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts, install_guard
 from torch._dynamo.source import AttrSource
-from torch._dynamo.symbolic_convert import InstructionTranslator
+from torch._dynamo.symbolic_convert import InstructionTranslator, InstructionTranslatorBase
 from torch._dynamo.types import FrameAction, FrameExecStrategy
 from torch._dynamo.variables.base import ValueMutationNew, VariableTracker
 from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder, wrap_fx_proxy
@@ -96,6 +98,48 @@ def current_tx() -> Any:
 def frame_state(tx: Any, key: str) -> dict:
     """A dict that lives as long as the frame being traced (its output graph)."""
     return tx.output.__dict__.setdefault(f"_dynamo_dist_{key}", {})
+
+
+def opcode_tables() -> list[tuple[type, list]]:
+    """Every tracer class with a ``dispatch_table`` of its own (opcode ->
+    handler, built once when the class is made: patching the opcode method
+    alone changes nothing), with a copy of its table."""
+    found, todo = [], [InstructionTranslatorBase]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "dispatch_table" in cls.__dict__:
+            found.append((cls, list(cls.__dict__["dispatch_table"])))
+    return found
+
+
+def opcode_number(name: str) -> int | None:
+    """The opcode called ``name`` in this Python, or None."""
+    return dis.opmap.get(name)
+
+
+def stack_top(tx: Any) -> Any:
+    return tx.stack[-1] if tx.stack else None
+
+
+def take_jump(tx: Any, inst: Any, jump_when: bool, truth: bool, keep: bool) -> None:
+    """A conditional jump on the tracker at the top of the stack, whose truth
+    is ``truth``: pop it, and when ``truth == jump_when`` jump (keeping it on
+    the stack if ``keep``), as the tracer does for a constant."""
+    value = tx.pop()
+    if truth == jump_when:
+        if keep:
+            tx.push(value)
+        tx.jump(inst)
+
+
+def tracer_state(tx: Any, key: str) -> dict:
+    """A dict that lives as long as the graph being traced now: the frame's
+    graph, or the subgraph of a higher-order op (an ``autograd.Function``'s
+    forward or backward, a checkpointed region). A value made by a graph op
+    belongs there: another subgraph reaches it only through its parents."""
+    tracer = tx.output.current_tracer
+    return tracer.__dict__.setdefault(f"_dynamo_dist_{key}", {})
 
 
 def break_graph(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:

@@ -113,6 +113,23 @@ BUILTIN_HOOKS_BY_FAMILY: dict[str, dict[str, str]] = {
 BUILTIN_HOOKS: dict[str, str] = BUILTIN_HOOKS_BY_FAMILY[FAMILY]
 NEEDS_CALL_STR_HOOK = "call_str" in BUILTIN_HOOKS
 
+# The tracer's conditional jumps (``InstructionTranslatorBase.<opcode>``) ->
+# (the truth that takes the jump, whether the tested value stays on the stack
+# when it does), where they never ask a tracker for its truth: 2.11 / 2.12
+# jump on a Python constant, a tensor, a user object's ``__bool__`` and
+# little else, so ``group or dist.group.WORLD`` (in ``dist.all_reduce``) or
+# ``if mesh:`` broke on any of our trackers (2.13+ call ``bool_impl`` /
+# ``nb_bool_impl``).
+JUMP_HOOKS_BY_FAMILY: dict[str, dict[str, tuple[bool, bool]]] = {
+    "2.11": {"POP_JUMP_IF_FALSE": (False, False), "POP_JUMP_IF_TRUE": (True, False),
+             "JUMP_IF_FALSE_OR_POP": (False, True), "JUMP_IF_TRUE_OR_POP": (True, True),
+             "POP_JUMP_FORWARD_IF_TRUE": (True, False), "POP_JUMP_BACKWARD_IF_TRUE": (True, False),
+             "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False)},
+    "2.13": {},
+    "2.14": {},
+}
+JUMP_HOOKS: dict[str, tuple[bool, bool]] = JUMP_HOOKS_BY_FAMILY[FAMILY]
+
 
 def missing_slots() -> list[str]:
     """The slot names this family binds that the running torch lacks."""

@@ -21,6 +21,9 @@ each release come from ``_compat``):
   family: ``call_str`` on 2.11-2.13, ``call_repr``, a new ``call_hash`` and
   ``call_is_`` on 2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``,
   ``hash(mesh)`` fold through the tracker's behaviour.
+- the tracer's conditional jumps named in ``C.JUMP_HOOKS`` (2.11 / 2.12,
+  whose jumps never ask a tracker for its truth): ``if mesh:``,
+  ``group or dist.group.WORLD`` take the tracker's ``vt_bool``.
 - ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
   ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
   guards are ``variables.identity``'s.
@@ -81,6 +84,8 @@ def apply(reset: bool = True) -> None:
         _tracker_patches(p)
         for name, ours in C.BUILTIN_HOOKS.items():
             p.set(C.BuiltinVariable, name, _builtin_hook(name, ours, C.BuiltinVariable.__dict__.get(name)))
+        if C.JUMP_HOOKS:
+            _jump_patches(p)
         for module in C.IDENTITY_HOOK_POINTS:
             p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
         p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
@@ -196,6 +201,29 @@ def _builtin_hook(name: str, ours: str, original: Any) -> Any:
         return original(self, tx, *args, **kwargs) if original is not None else None
 
     return call_builtin
+
+
+def _jump_patches(p: Patches) -> None:
+    """``C.JUMP_HOOKS`` in every tracer class's opcode table (each class
+    keeps its own copy, made when the class was)."""
+    for cls, table in C.opcode_tables():
+        for name, (jump_when, keep) in C.JUMP_HOOKS.items():
+            op = C.opcode_number(name)
+            if op is not None and table[op] is not None:
+                table[op] = _jump_hook(table[op], jump_when, keep)
+        p.set(cls, "dispatch_table", table)
+
+
+def _jump_hook(original: Any, jump_when: bool, keep: bool) -> Any:
+    """A conditional jump (``C.JUMP_HOOKS``) on one of our trackers takes its
+    truth from the tracker (``vt_bool``); anything else jumps as before."""
+    def jump(self: Any, inst: Any) -> Any:
+        value = C.stack_top(self)
+        if folds_builtin((value,), "vt_bool"):
+            return C.take_jump(self, inst, jump_when, bool(value.vt_bool(self).as_python_constant()), keep)
+        return original(self, inst)
+
+    return jump
 
 
 def _identity_compare(original: Any) -> Any:

@@ -157,9 +157,12 @@ class DistObjectVariable(C.Tracker):
         """The tracker stock torch would have for this object: reloaded from
         our source, or rebuilt by replaying our derivation on the stock
         tracker of our root."""
-        # One stock tracker per object per frame: each stock wrap of a mesh
-        # adds a graph input, so it must happen once.
-        cache = C.frame_state(tx, "stock_trackers")
+        # One stock tracker per object: per frame for a sourced object (each
+        # stock wrap adds a graph input, which every subgraph can lift), per
+        # graph for a derived one (replaying its steps makes graph ops, which
+        # a sibling subgraph, another autograd.Function's backward, cannot use).
+        cache = C.frame_state(tx, "stock_trackers") if self.source is not None else \
+            C.tracer_state(tx, "stock_trackers")
         key = self.source if self.source is not None else (
             id(self.rebuild.root), self.rebuild.steps) if self.rebuild is not None else id(self.value)
         if key in cache:
