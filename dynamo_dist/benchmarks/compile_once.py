@@ -14,7 +14,8 @@ the CPU time of a rank's first step is its compile (or load) and its step.
   side the FX-graph compiles per distinct graph of the job (FX misses summed
   over the ranks / FX lookups of one rank), the CPU seconds of the first step
   summed over the ranks, and the slowest rank's first step (ranks start it
-  together).
+  together). The same for the client drivers' training steps that run under
+  ``compile_on_one_rank`` (``CLIENT_ROWS``, rows of ``warm_clients``).
 - **fleet**: torch's Redis remote caches on (a ``redis-server`` of the
   benchmark's own): job A cold, then job B on new empty local cache dirs (a new
   host); B's slowest first step and its cache hits.
@@ -47,14 +48,21 @@ import dynamo_dist
 from .._compat.caches import outcome_counts
 from ..caching import compile_once
 from ..caching.job_store import Decision, JobStore
+from .._testing.clients import run_driver
 from ..demo.models import build_model, local_input, make_input
 from ..worlds import run_in_gloo_world
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
+from .warm_clients import ROWS as CLIENTS
+from .warm_clients import skip_reason as client_skip_reason
 
 STOCK, PLUGIN, ONCE = "stock", "plugin", "compile_once"
 SIDES = (STOCK, PLUGIN, ONCE)
+# The clients' rows that train under compile_on_one_rank like eager (the
+# others: docs/compile-once.md).
+CLIENT_ROWS = ("transformers Llama TP=2", "torchtitan FSDP2, no AC", "torchtitan SimpleFSDP, FSDP",
+               "torchtitan TP=2, partial_dtensor, no AC")
 
 
 # ---------------------------------------------------------------------------
@@ -66,17 +74,31 @@ def _rank_step(side: str, model_name: str, size: str, base: str) -> dict[str, An
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(base, f"rank{rank}")
     torch.set_num_threads(1)  # the ranks share the machine's cores
     dynamo_dist.config.compile_once = side == ONCE
+    compile_once.reset_stats()
+    if model_name in CLIENTS:
+        return _client_step(side, model_name)
     (dynamo_dist.uninstall if side == STOCK else dynamo_dist.install)()
     config = model_config(size)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("tp",))
     model = build_model(model_name, config, mesh=mesh)
     x = local_input(model_name, make_input(config), mesh)
     compiled = torch.compile(train_step, backend="inductor", fullgraph=True)
-    compile_once.reset_stats()
     dist.barrier()
     start, cpu = time.perf_counter(), T.cpu_seconds()
     compiled(model, x).backward()
     return {"wall": time.perf_counter() - start, "cpu": T.cpu_seconds() - cpu, "caches": outcome_counts(),
+            "compile_once": compile_once.stats()}
+
+
+def _client_step(side: str, name: str) -> dict[str, Any]:
+    """A client's first training step, through its driver (which installs
+    the plugin or not per mode and starts the ranks together)."""
+    row = CLIENTS[name]
+    [result] = run_driver(row.client, "run_case", row.case, steps=1, modes=(STOCK if side == STOCK else PLUGIN,),
+                          backend="inductor", explain=False)
+    if result.error:
+        raise RuntimeError(result.error)
+    return {"wall": result.step_seconds[0], "cpu": result.step_cpu_seconds[0], "caches": outcome_counts(),
             "compile_once": compile_once.stats()}
 
 
@@ -285,6 +307,14 @@ def tasks(cfg: Any) -> list[Task]:
                   lambda progress, n=n: measure_jobs(n, cfg.once_model, cfg.once_size, cfg.once_repeats,
                                                      cfg.once_timeout, progress))
              for n in cfg.once_worlds]
+    for name in cfg.once_clients:
+        def client(progress: Callable[[str], None], name: str = name) -> dict[str, Any]:
+            reason = client_skip_reason(name)
+            if reason is not None:
+                return {"kind": "job", "model": name, "ranks": CLIENTS[name].case.world_size, "skipped": reason}
+            return measure_jobs(CLIENTS[name].case.world_size, name, "-", cfg.once_client_repeats,
+                                cfg.once_timeout, progress)
+        found.append(Task(f"compile_once {name}", client))
     found.append(Task(f"compile_once fleet x{cfg.once_worlds[0]}",
                       lambda progress: measure_fleet(cfg.once_worlds[0], cfg.once_model, cfg.once_size,
                                                      cfg.once_timeout, progress)))

@@ -265,12 +265,12 @@ def once_figures(r: dict[str, Any]) -> dict[str, float]:
 
 
 def once_table(rows: list[dict[str, Any]]) -> str:
-    jobs = [r for r in rows if r.get("kind") == "job"]
+    jobs = [r for r in rows if r.get("kind") == "job" and "skipped" not in r]
     table = _table(
-        ["ranks", "FX compiles per graph (stock / plugin / once)", "CPU s summed (stock / plugin / once)",
+        ["program", "ranks", "FX compiles per graph (stock / plugin / once)", "CPU s summed (stock / plugin / once)",
          "once: CPU bound (stock / W + loading)", "slowest first step s (stock / plugin / once)",
          "once / stock: CPU, first step", "jobs per side"],
-        [[str(r["ranks"]), " / ".join(_f(f[f"{s}_compiles"], 1) for s in ONCE_SIDES),
+        [[_once_program(r), str(r["ranks"]), " / ".join(_f(f[f"{s}_compiles"], 1) for s in ONCE_SIDES),
           " / ".join(_f(f[f"{s}_cpu"], 1) for s in ONCE_SIDES), _f(f["cpu_bound"], 1),
           " / ".join(_f(f[f"{s}_wall"], 1) for s in ONCE_SIDES), f"{_f(f['cpu_ratio'])}, {_f(f['wall_ratio'])}",
           str(r["repeats"])] for r in jobs for f in [once_figures(r)]],
@@ -285,7 +285,8 @@ def once_table(rows: list[dict[str, Any]]) -> str:
     fleet_table = ("A new host with the fleet cache (job A cold, then job B on new empty local cache dirs):\n\n"
                    + _table(["side", "job A: slowest first step s", "new host: slowest first step s",
                              "new host: cache hits", "new host: CPU s summed"], fleet_rows)) if fleet_rows else ""
-    skipped = "\n".join(f"- fleet cache: skipped ({r['skipped']})" for r in fleet if "skipped" in r)
+    skipped = "\n".join(f"- {'fleet cache' if r.get('kind') == 'fleet' else r['model']}: skipped ({r['skipped']})"
+                        for r in rows if "skipped" in r)
     sims = [r for r in rows if r.get("kind") == "coordination"]
     sim_table = ("The coordination alone (processes on one TCPStore, simulated compiles):\n\n" + _table(
         ["processes", "graphs", "compile s each", "artifact KiB", "compiles per graph",
@@ -296,12 +297,16 @@ def once_table(rows: list[dict[str, Any]]) -> str:
     return "\n\n".join(p for p in (table, fleet_table, skipped, sim_table) if p)
 
 
+def _once_program(r: dict[str, Any]) -> str:
+    return f"TP block ({r['model']}, {r['size']})" if r.get("size") not in (None, "-") else r["model"]
+
+
 def once_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     out = []
     for r in rows:
-        if r.get("kind") == "job":
+        if r.get("kind") == "job" and "skipped" not in r:
             f, w = once_figures(r), r["ranks"]
-            out.append([f"compile once, TP block, gloo x{w}, inductor, cold job",
+            out.append([f"compile once, {_once_program(r)}, gloo x{w}, inductor, cold job",
                         f"FX compiles per graph: stock {_f(f['stock_compiles'], 1)}, once "
                         f"{_f(f['compile_once_compiles'], 1)}; CPU summed once / stock {_f(f['cpu_ratio'])} "
                         f"(bound {_f(f['cpu_bound'] / f['stock_cpu'])}); slowest first step once / stock "

@@ -73,6 +73,8 @@ class Config:
     once_sim_keys: int
     once_sim_compile_s: float
     once_sim_payload: int
+    once_clients: tuple[str, ...]  # compile_once.CLIENT_ROWS
+    once_client_repeats: int
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
@@ -84,7 +86,8 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               warm_clients=warm_clients.DEFAULT_ROWS, warm_clients_repeats=3,
               scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5,
               once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
-              once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000)
+              once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000,
+              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
                model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
@@ -93,7 +96,8 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
                warm_clients=warm_clients.QUICK_ROWS, warm_clients_repeats=1,
                scale_guard_calls=300, scale_block_calls=50, scale_repeats=1,
               once_model="mlp", once_size="tiny", once_worlds=(2,), once_repeats=1, once_timeout=600,
-              once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000)
+              once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000,
+              once_clients=(), once_client_repeats=1)
 
 
 def machine() -> dict[str, Any]:
