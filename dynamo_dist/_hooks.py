@@ -69,6 +69,7 @@ from torch.distributed import PrefixStore
 from . import _compat as C
 from ._compat import observe as O
 from . import aot_alias, baked_ops, cache_keys, sdpa_cache
+from .caching import aot_key
 from .guards import dtensor as dtensor_guard
 from .variables import dtensor, identity, registry
 from .variables.base import fold_builtin, folds_builtin
@@ -305,9 +306,10 @@ def _cache_key_patches(p: Patches) -> None:
     (``cache_keys.py``, ``baked_ops.py``): meshes pickle as their identity in
     the FX-graph and AOTAutograd cache keys, ``DeviceMesh._stable_hash`` (the
     AOTAutograd key of a DTensor input) is that identity's digest, every key
-    holds this rank (``cache_keys.rank_tag``), and ``baked_ops.call`` and the
+    holds this rank (``cache_keys.rank_tag``), ``baked_ops.call`` and the
     calls of ``with sdpa_kernel(...)`` (``sdpa_cache.py``) are cacheable graph
-    call targets."""
+    call targets, and the AOTAutograd key describes selective-AC policies
+    (``caching/aot_key.py``)."""
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 
@@ -334,6 +336,8 @@ def _cache_key_patches(p: Patches) -> None:
     marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(dtensor),
               **sdpa_cache.marked_cacheable()}
     p.set(config, "unsafe_marked_cacheable_functions", marked)
+    owner, name = C.caches.aot_key_hook_point()
+    p.set(owner, name, aot_key.keyed_graphs(getattr(owner, name)))
 
 
 def _runtime_only_generated(compile_and_exec: Any) -> Any:

@@ -27,6 +27,14 @@ programs get stable, sound cache keys, and the counters diagnostics read.
   set_priority)`` on entry and exit (see ``sdpa_cache.py``).
 - ``BYPASS_LOGS``: the loggers where each cache says why it bypassed, at
   INFO, one line per bypass (``bypass_reason`` reads it back).
+- The AOTAutograd cache's admission of one graph (``caching/aot_key.py``),
+  the same on torch 2.11-2.15: ``aot_key_hook_point()`` (the function that
+  checks a Dynamo graph and computes its key; the cache calls it by its
+  module's global name), ``bypass_error()`` (what it raises to refuse),
+  ``node_refusal`` (its per-node check), the meta entry where Dynamo keeps a
+  checkpointed subgraph's selective-AC ``context_fn`` (read through the
+  ``cache_hash`` attribute), the ``FunctionCtx`` class it refuses, and the
+  op types a policy compares.
 """
 
 from __future__ import annotations
@@ -35,8 +43,10 @@ import importlib
 import logging
 from typing import Any, Callable
 
+import torch
 import torch.nn.attention as sdpa_attention
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import GmWrapper, counters
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .distributed import DeviceMesh
 
@@ -116,3 +126,69 @@ def bypass_reason(cache: str, message: str) -> str | None:
     if not message.startswith(prefix):
         return None
     return message[len(prefix):].strip("'")
+
+
+# -- the AOTAutograd cache's admission of one graph --------------------------
+
+def autograd_cache() -> Any:
+    return importlib.import_module("torch._functorch._aot_autograd.autograd_cache")
+
+
+def aot_key_hook_point() -> tuple[Any, str]:
+    """(module, name) of ``autograd_cache_key(gm, example_inputs, config,
+    ...)``: checks that the Dynamo graph is cacheable, then computes its key
+    (what ``AOTAutogradCache`` and ``aot_autograd.autograd_cache_key`` call)."""
+    return autograd_cache(), "autograd_cache_key"
+
+
+def bypass_error() -> type[Exception]:
+    return autograd_cache().BypassAOTAutogradCache
+
+
+def graph_module_of(mod: Any) -> Any:
+    """The GraphModule the key is computed for (Dynamo may pass a wrapper)."""
+    return mod.gm if isinstance(mod, GmWrapper) else mod
+
+
+def node_refusal(node: Any) -> str | None:
+    """Why the AOTAutograd cache refuses ``node`` in a graph it checks
+    (``check_node_safe``: the call targets it knows how to key), or None."""
+    cache = autograd_cache()
+    try:
+        cache.check_node_safe(node)
+    except cache.BypassAOTAutogradCache as e:
+        return str(e)
+    return None
+
+
+# The GraphModule.meta entry where Dynamo keeps a checkpointed subgraph's
+# ``context_fn`` (selective activation checkpointing); the AOTAutograd key
+# reads its ``cache_hash`` attribute and bypasses the graph without one.
+_CHECKPOINT_CONTEXT_FN = "_checkpoint_context_fn"
+# The start of the AOTAutograd cache's bypass reason for such a graph.
+SAC_BYPASS_REASON = "SAC context_fn does not have a cache_hash attribute"
+
+
+def checkpoint_context_fn(gm: Any) -> Any:
+    return gm.meta.get(_CHECKPOINT_CONTEXT_FN)
+
+
+def set_checkpoint_context_fn(gm: Any, context_fn: Any) -> None:
+    gm.meta[_CHECKPOINT_CONTEXT_FN] = context_fn
+
+
+# The ctx class of a custom autograd.Function, which the cache refuses as a
+# call target unless custom Functions are admitted.
+FUNCTION_CTX = torch.autograd.function.FunctionCtx
+
+
+# Operators as a selective-AC policy sees them (``func`` in ``policy(ctx, func, ...)``).
+OP_TYPES: tuple[type, ...] = (OpOverload, OpOverloadPacket, HigherOrderOperator)
+
+
+def op_name(op: Any) -> str:
+    """An operator's registered name, the same object in every process
+    (``aten.mm.default``, ``aten.mm``, ``higher_order.flex_attention``)."""
+    if isinstance(op, HigherOrderOperator):
+        return f"{op.namespace}.{op.name()}"
+    return str(op)

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from .._compat.caches import sdpa_backend_calls
+from ..caching.aot_key import REFUSED
 from .report import PLUGIN, CacheOutcome, CapturedGraph
 
 AOT, FX = "aot_autograd", "fx_graph"
@@ -97,13 +98,11 @@ def describe(cache: str, state: str, payload: dict[str, Any], where: str, mode: 
 
 
 def _bypass_reason(raw: str, mode: str) -> str:
+    raw, _, ours = raw.partition(REFUSED)  # the plugin's reason, where it could not key what torch refused
     target = re.match(r"Unsupported call_function target (.*?)\.\s*\n\s*Function module: (.*?),\s*\n\s*"
                       r"Function name: (.*)", raw, re.S)
     if raw.startswith(_SAC_WITHOUT_HASH):
-        return ("the graph runs selective activation checkpointing whose policy (`context_fn`) has no "
-                "`cache_hash`: the cache cannot key which activations it saves and which it recomputes, so it "
-                "never stores the graph; the code that builds the policy can set `context_fn.cache_hash` "
-                "(torchtitan's SelectiveAC does not); without selective checkpointing the graph can cache")
+        return _sac_reason(ours, mode)
     if target:
         shown, module, name = (t.strip() for t in target.groups())
         if name == _CUSTOM_FUNCTION_OP:
@@ -135,3 +134,17 @@ def _bypass_reason(raw: str, mode: str) -> str:
         return f"its cache key has no stable form: {raw.rsplit(' ', 1)[-1]} cannot be pickled"
     first = raw.splitlines()[0] if raw else "no reason logged"
     return first[:200]
+
+
+def _sac_reason(ours: str, mode: str) -> str:
+    if ours:
+        return ("the graph runs selective activation checkpointing that dynamo_dist cannot key (its policy, "
+                f"`context_fn`, or its region: {ours}), so the cache never stores the graph; a policy made of code, "
+                "op overloads, plain values, containers and dataclasses of them is keyed, or its author can set "
+                "`context_fn.cache_hash`")
+    text = ("the graph runs selective activation checkpointing whose policy (`context_fn`) has no `cache_hash`: the "
+            "cache cannot key which activations it saves and which it recomputes, so it never stores the graph; the "
+            "code that builds the policy can set `context_fn.cache_hash` (torchtitan's SelectiveAC does not)")
+    if mode != PLUGIN:
+        return text + "; dynamo_dist keys a policy it can describe (its code and the values it reads)"
+    return text + "; without selective checkpointing the graph can cache"
