@@ -308,8 +308,8 @@ def _cache_key_patches(p: Patches) -> None:
     AOTAutograd key of a DTensor input) is that identity's digest, every key
     holds this rank (``cache_keys.rank_tag``), ``baked_ops.call`` and the
     calls of ``with sdpa_kernel(...)`` (``sdpa_cache.py``) are cacheable graph
-    call targets, and the AOTAutograd key describes selective-AC policies
-    (``caching/aot_key.py``)."""
+    call targets, and the AOTAutograd key describes selective-AC policies and
+    admits custom Functions it can key, per graph (``caching/aot_key.py``)."""
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 

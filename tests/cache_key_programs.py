@@ -1,5 +1,5 @@
-"""Programs for the AOTAutograd key tests of selective-AC policies, run in
-fresh processes (the caches have in-process
+"""Programs for the AOTAutograd key tests of selective-AC policies and custom
+``autograd.Function``s, run in fresh processes (the caches have in-process
 layers: only a new process shows what is on disk).
 
 ``python tests/cache_key_programs.py '<json>'`` compiles each program of the
@@ -9,7 +9,7 @@ eager and prints one JSON line: per program, the AOTAutograd cache's
 outcome, the code of the graph Dynamo captured (with its subgraphs) and, for
 a bypass, its reason as torch logged it and in ``explain``'s words. The
 programs are built afresh in every process from the same code: equal
-policies, new objects.
+policies and Functions, new objects.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 from torch._inductor.compile_fx import compile_fx
 from torch.fx import GraphModule
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
@@ -176,7 +178,141 @@ def checkpointed(policy: str, **options) -> tuple[Callable, list[torch.Tensor]]:
     return f, [torch.randn(3, 4, requires_grad=True), torch.randn(4, 6), torch.randn(6, 5, requires_grad=True)]
 
 
-PROGRAMS = {"checkpointed": checkpointed}
+# -- custom autograd.Functions -------------------------------------------------
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.factor = 3.0
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x * ctx.factor
+
+
+class ScaleForwardEdited(torch.autograd.Function):
+    """``Scale`` with only its forward changed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.factor = 3.0
+        return x * 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x * ctx.factor
+
+
+class ScaleBackwardEdited(torch.autograd.Function):
+    """``Scale`` with only its backward changed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.factor = 3.0
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x * ctx.factor + 1
+
+
+class DoubleInPlace(torch.autograd.Function):
+    """Modifies its input in place and says so (``ctx.mark_dirty``)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class DoubleInPlaceUnmarked(torch.autograd.Function):
+    """``DoubleInPlace`` without ``ctx.mark_dirty``."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class AllReduceBackward(torch.autograd.Function):
+    """Identity forward; all-reduces the gradient over the group it keeps on
+    ``ctx`` (HF transformers' ``_AllReduceBackward``, in functional form)."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return funcol.all_reduce(grad, "sum", ctx.group), None
+
+
+def scaled_by_user_code(t):
+    return t * 5
+
+
+torch._dynamo.allow_in_graph(scaled_by_user_code)
+
+
+class CallsUserCode(torch.autograd.Function):
+    """Its backward calls a function Dynamo leaves in the graph by name."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return scaled_by_user_code(grad)
+
+
+FUNCTIONS = {cls.__name__: cls for cls in (Scale, ScaleForwardEdited, ScaleBackwardEdited, DoubleInPlace,
+                                           DoubleInPlaceUnmarked, CallsUserCode)}
+
+
+def applying(function: str, size: int = 6, **_) -> tuple[Callable, list[torch.Tensor]]:
+    cls = FUNCTIONS[function]
+    in_place = cls in (DoubleInPlace, DoubleInPlaceUnmarked)
+
+    def f(x):
+        return cls.apply(x.clone() if in_place else x).sin()
+
+    torch.manual_seed(0)
+    return f, [torch.randn(size, requires_grad=True)]
+
+
+def group_on_ctx(other_group: bool = False, **_) -> tuple[Callable, list[torch.Tensor]]:
+    """``AllReduceBackward`` over a group of ranks 0-1, created first (or
+    after another group: the same ranks under another group name)."""
+    if other_group:
+        dist.new_group([0, 1, 2, 3])
+    group = dist.new_group([0, 1])
+
+    def f(x):
+        return AllReduceBackward.apply(x, group).sin()
+
+    return f, [torch.randn(6, requires_grad=True)]
+
+
+PROGRAMS = {"checkpointed": checkpointed, "function": applying, "group_on_ctx": group_on_ctx}
 
 
 # -- running them ------------------------------------------------------------------
@@ -233,7 +369,7 @@ def compile_one(program: str, plugin: bool = True, dynamic: bool = False, **opti
     outcomes = [o for o in after for _ in range(after[o] - before[o])]
     same = all(torch.allclose(a, b, rtol=1.3e-6, atol=1e-5) for a, b in zip(eager, compiled))
     mode = PLUGIN if plugin else STOCK
-    return {"aot": outcomes, "same_as_eager": same,
+    return {"aot": outcomes, "same_as_eager": same if program != "group_on_ctx" else None,
             "graphs": codes, "reasons": log.reasons,
             "explained": [describe("aot_autograd", "bypass", {"cache_bypass_reason": r}, "", mode)[0]
                           for r in log.reasons]}

@@ -33,19 +33,20 @@ programs get stable, sound cache keys, and the counters diagnostics read.
   module's global name), ``bypass_error()`` (what it raises to refuse),
   ``node_refusal`` (its per-node check), the meta entry where Dynamo keeps a
   checkpointed subgraph's selective-AC ``context_fn`` (read through the
-  ``cache_hash`` attribute), the ``FunctionCtx`` class it refuses, and the
-  op types a policy compares.
+  ``cache_hash`` attribute), the ``autograd_function_apply`` op with the
+  config flag that admits it, and the op types a policy compares.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 import torch.nn.attention as sdpa_attention
 from torch._dynamo.utils import GmWrapper, counters
+from torch._functorch.autograd_function import autograd_function_apply
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .distributed import DeviceMesh
@@ -177,9 +178,22 @@ def set_checkpoint_context_fn(gm: Any, context_fn: Any) -> None:
     gm.meta[_CHECKPOINT_CONTEXT_FN] = context_fn
 
 
-# The ctx class of a custom autograd.Function, which the cache refuses as a
-# call target unless custom Functions are admitted.
+# The op Dynamo records for a custom autograd.Function:
+# ``autograd_function_apply(fwd_body, bwd_body, *args, **indices)``, and the
+# ctx class the cache refuses as a call target unless custom Functions are admitted.
+AUTOGRAD_FUNCTION_APPLY = autograd_function_apply
 FUNCTION_CTX = torch.autograd.function.FunctionCtx
+_ADMIT_CUSTOM_FUNCTIONS = "autograd_cache_allow_custom_autograd_functions"
+
+
+def custom_functions_admitted_by_user() -> bool:
+    """torch's global opt-in (``TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1``)."""
+    return bool(getattr(importlib.import_module("torch._functorch.config"), _ADMIT_CUSTOM_FUNCTIONS))
+
+
+def custom_functions_admitted() -> ContextManager[None]:
+    """The opt-in switched on for the duration of the block (one graph's key)."""
+    return importlib.import_module("torch._functorch.config").patch(**{_ADMIT_CUSTOM_FUNCTIONS: True})
 
 
 # Operators as a selective-AC policy sees them (``func`` in ``policy(ctx, func, ...)``).

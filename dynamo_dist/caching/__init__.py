@@ -7,6 +7,8 @@ it soundly and the same way in every process.
   the reason a value has none;
 - ``checkpoint_policies``: a selective activation checkpointing policy
   (``context_fn``) keyed by its description;
+- ``autograd_functions``: whether a graph's custom ``autograd.Function``
+  calls depend only on what the key holds;
 - ``subgraphs``: whether the key holds everything a subgraph does;
-- ``aot_key``: applied to each graph the AOTAutograd cache keys.
+- ``aot_key``: both applied to each graph the AOTAutograd cache keys.
 """

@@ -32,12 +32,19 @@ def nodes(gm: GraphModule) -> Iterator[tuple[GraphModule, Node]]:
                 yield module, node
 
 
+def is_function_call(node: Node) -> bool:
+    """A custom ``autograd.Function`` call (``autograd_functions`` examines those)."""
+    return node.op == "call_function" and node.target is C.caches.AUTOGRAD_FUNCTION_APPLY
+
+
 def refusal(graph: Any, where: str) -> str | None:
     """Why the key does not hold all that ``graph`` (named ``where``) and
     the graphs inside it do, or None."""
     if not isinstance(graph, GraphModule):
         return f"{where} is a {type(graph).__qualname__}, not a traced graph"
     for module, node in nodes(graph):
+        if is_function_call(node):
+            continue  # examined as a call of its own
         if node.op == "get_attr":
             attr = _attribute(module, node.target)
             if not isinstance(attr, GraphModule):

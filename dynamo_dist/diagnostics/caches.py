@@ -26,6 +26,7 @@ _DTENSOR_CALLS = ("from_local", "to_local", "redistribute", "full_tensor", "dist
 # The higher-order op Dynamo makes of a custom ``torch.autograd.Function``.
 _CUSTOM_FUNCTION_OP = "autograd_function_apply"
 _SAC_WITHOUT_HASH = "SAC context_fn does not have a cache_hash attribute"
+_UNCACHEABLE_HOP = "Can't cache HigherOrderOperator: "
 
 
 class CacheEvents:
@@ -103,13 +104,12 @@ def _bypass_reason(raw: str, mode: str) -> str:
                       r"Function name: (.*)", raw, re.S)
     if raw.startswith(_SAC_WITHOUT_HASH):
         return _sac_reason(ours, mode)
+    if raw.startswith(_UNCACHEABLE_HOP + _CUSTOM_FUNCTION_OP):  # a Function inside a subgraph
+        return _custom_function_reason(ours, mode)
     if target:
         shown, module, name = (t.strip() for t in target.groups())
         if name == _CUSTOM_FUNCTION_OP:
-            return ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which "
-                    "the AOTAutograd cache refuses unless you vouch that the Function does nothing its traced graphs "
-                    "do not show: torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
-                    "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1)")
+            return _custom_function_reason(ours, mode)
         if f"{module}.{name}" in sdpa_backend_calls():
             return (f"the graph chooses the SDPA backend (`with sdpa_kernel(...)`, recorded as {module}.{name}), "
                     "which the AOTAutograd cache does not accept by default; "
@@ -148,3 +148,18 @@ def _sac_reason(ours: str, mode: str) -> str:
     if mode != PLUGIN:
         return text + "; dynamo_dist keys a policy it can describe (its code and the values it reads)"
     return text + "; without selective checkpointing the graph can cache"
+
+
+def _custom_function_reason(ours: str, mode: str) -> str:
+    if ours:
+        return ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply) whose traced "
+                f"graphs depend on something the cache key does not hold ({ours}), so the AOTAutograd cache refuses "
+                "it; torch's global opt-in (torch._functorch.config.autograd_cache_allow_custom_autograd_functions) "
+                "would admit it unchecked")
+    text = ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which the "
+            "AOTAutograd cache refuses unless you vouch that the Function does nothing its traced graphs do not "
+            "show: torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
+            "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1)")
+    if mode != PLUGIN:
+        return text + "; dynamo_dist admits, per graph, a Function whose traced graphs the key holds"
+    return text
