@@ -13,6 +13,7 @@ process (no compile).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 import threading
@@ -140,6 +141,28 @@ def test_a_module_is_described_by_the_attributes_the_code_reads():
     assert read == ("module", ((("ops", "aten", "mm", "default"), ("op", "aten.mm.default")),
                                (("utils", "checkpoint", "CheckpointPolicy", "MUST_SAVE"),
                                 ("class", "torch.utils.checkpoint", "CheckpointPolicy"))))
+
+
+def test_a_dataclass_is_described_by_its_fields_and_the_methods_it_defines():
+    @dataclasses.dataclass(frozen=True)
+    class Limits:
+        mm: int
+
+        def saves(self, n):
+            return n < self.mm
+
+    @dataclasses.dataclass(frozen=True)
+    class LimitsEdited:
+        mm: int
+
+        def saves(self, n):
+            return n <= self.mm
+
+    assert describe(Limits(2)) == describe(Limits(2)) != describe(Limits(3))
+    _, (_, _, *parameters_fields_bases, methods), state = describe(Limits(2))
+    _, (_, _, *edited_parameters_fields_bases, edited_methods), edited_state = describe(LimitsEdited(2))
+    assert (parameters_fields_bases, state) == (edited_parameters_fields_bases, edited_state)
+    assert methods != edited_methods
 
 
 def reason(value) -> str:

@@ -203,7 +203,7 @@ class _Describer:
         if isinstance(value, C.caches.OP_TYPES):
             return ("op", C.caches.op_name(value))
         if isinstance(value, enum.Enum):
-            return ("enum", self.cls(kind), value.name)
+            return ("enum", self.value(kind), value.name)
         if kind is tuple:  # immutable: never part of a cycle by itself
             return ("tuple", *self._items(value))
         if kind is frozenset:
@@ -280,7 +280,7 @@ class _Describer:
                 params = getattr(cls, "__dataclass_params__")
                 return ("dataclass", _qualified_name(cls), tuple(getattr(params, p) for p in _DATACLASS_PARAMS),
                         tuple(f.name for f in dataclasses.fields(cls)),
-                        tuple(self.cls(base) for base in cls.__bases__), self._class_body(cls))
+                        tuple(self.value(base) for base in cls.__bases__), self._class_body(cls))
         raise self._refuse(f"the class {_qualified_name(cls)} (only dataclasses, enums and the classes of torch "
                            "and builtins are described)")
 
@@ -308,7 +308,7 @@ class _Describer:
         with self._at(f"a {type(obj).__qualname__}"):
             state = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
             state.update(getattr(obj, "__dict__", {}))
-            return ("instance", self.cls(type(obj)), tuple(self._pairs(state)))
+            return ("instance", self.value(type(obj)), tuple(self._pairs(state)))
 
     # -- functions --
 
