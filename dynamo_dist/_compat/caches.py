@@ -27,6 +27,14 @@ programs get stable, sound cache keys, and the counters diagnostics read.
   set_priority)`` on entry and exit (see ``caching/sdpa.py``).
 - ``BYPASS_LOGS``: the loggers where each cache says why it bypassed, at
   INFO, one line per bypass (``bypass_reason`` reads it back).
+- The AOTAutograd cache's admission of one graph (``caching/aot_key.py``),
+  the same on torch 2.11-2.15: ``aot_key_hook_point()`` (the function that
+  checks a Dynamo graph and computes its key; the cache calls it by its
+  module's global name), ``bypass_error()`` (what it raises to refuse),
+  ``node_refusal`` (its per-node check), the meta entry where Dynamo keeps a
+  checkpointed subgraph's selective-AC ``context_fn`` (read through the
+  ``cache_hash`` attribute), the ``autograd_function_apply`` op with the
+  config flag that admits it, and the op types a policy compares.
 """
 
 from __future__ import annotations
@@ -35,13 +43,15 @@ import dataclasses
 import importlib
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 import torch.distributed as dist
 import torch.nn.attention as sdpa_attention
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import GmWrapper, counters
+from torch._functorch.autograd_function import autograd_function_apply
 from torch._logging import trace_structured
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .distributed import DeviceMesh
 
@@ -327,3 +337,82 @@ def cudagraphs_on() -> bool:
     """CUDA graphs capture the compile-time device index in the cached
     artifact (``CompiledFxGraph.device_idxs``): it is not device-agnostic."""
     return bool(inductor_config().triton.cudagraphs)
+
+
+# -- the AOTAutograd cache's admission of one graph --------------------------
+
+def autograd_cache() -> Any:
+    return importlib.import_module("torch._functorch._aot_autograd.autograd_cache")
+
+
+def aot_key_hook_point() -> tuple[Any, str]:
+    """(module, name) of ``autograd_cache_key(gm, example_inputs, config,
+    ...)``: checks that the Dynamo graph is cacheable, then computes its key
+    (what ``AOTAutogradCache`` and ``aot_autograd.autograd_cache_key`` call)."""
+    return autograd_cache(), "autograd_cache_key"
+
+
+def bypass_error() -> type[Exception]:
+    return autograd_cache().BypassAOTAutogradCache
+
+
+def graph_module_of(mod: Any) -> Any:
+    """The GraphModule the key is computed for (Dynamo may pass a wrapper)."""
+    return mod.gm if isinstance(mod, GmWrapper) else mod
+
+
+def node_refusal(node: Any) -> str | None:
+    """Why the AOTAutograd cache refuses ``node`` in a graph it checks
+    (``check_node_safe``: the call targets it knows how to key), or None."""
+    cache = autograd_cache()
+    try:
+        cache.check_node_safe(node)
+    except cache.BypassAOTAutogradCache as e:
+        return str(e)
+    return None
+
+
+# The GraphModule.meta entry where Dynamo keeps a checkpointed subgraph's
+# ``context_fn`` (selective activation checkpointing); the AOTAutograd key
+# reads its ``cache_hash`` attribute and bypasses the graph without one.
+_CHECKPOINT_CONTEXT_FN = "_checkpoint_context_fn"
+# The start of the AOTAutograd cache's bypass reason for such a graph.
+SAC_BYPASS_REASON = "SAC context_fn does not have a cache_hash attribute"
+
+
+def checkpoint_context_fn(gm: Any) -> Any:
+    return gm.meta.get(_CHECKPOINT_CONTEXT_FN)
+
+
+def set_checkpoint_context_fn(gm: Any, context_fn: Any) -> None:
+    gm.meta[_CHECKPOINT_CONTEXT_FN] = context_fn
+
+
+# The op Dynamo records for a custom autograd.Function:
+# ``autograd_function_apply(fwd_body, bwd_body, *args, **indices)``, and the
+# ctx class the cache refuses as a call target unless custom Functions are admitted.
+AUTOGRAD_FUNCTION_APPLY = autograd_function_apply
+FUNCTION_CTX = torch.autograd.function.FunctionCtx
+_ADMIT_CUSTOM_FUNCTIONS = "autograd_cache_allow_custom_autograd_functions"
+
+
+def custom_functions_admitted_by_user() -> bool:
+    """torch's global opt-in (``TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1``)."""
+    return bool(getattr(importlib.import_module("torch._functorch.config"), _ADMIT_CUSTOM_FUNCTIONS))
+
+
+def custom_functions_admitted() -> ContextManager[None]:
+    """The opt-in switched on for the duration of the block (one graph's key)."""
+    return importlib.import_module("torch._functorch.config").patch(**{_ADMIT_CUSTOM_FUNCTIONS: True})
+
+
+# Operators as a selective-AC policy sees them (``func`` in ``policy(ctx, func, ...)``).
+OP_TYPES: tuple[type, ...] = (OpOverload, OpOverloadPacket, HigherOrderOperator)
+
+
+def op_name(op: Any) -> str:
+    """An operator's registered name, the same object in every process
+    (``aten.mm.default``, ``aten.mm``, ``higher_order.flex_attention``)."""
+    if isinstance(op, HigherOrderOperator):
+        return f"{op.namespace}.{op.name()}"
+    return str(op)

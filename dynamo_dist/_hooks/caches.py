@@ -13,6 +13,8 @@ for distributed programs (``caching/``).
   (``keys.key_device``), so the ranks of one node share keys.
 - ``baked_ops.call`` and the calls of ``with sdpa_kernel(...)``
   (``caching/sdpa.py``) are cacheable graph call targets.
+- The AOTAutograd key describes selective-AC policies and admits the custom
+  ``autograd.Function``s it can key, per graph (``caching/aot_key.py``).
 - Compile once per job (``caching/compile_once.py``): a lookup that misses
   locally and remotely goes through the job's store; the compiling rank's
   saves publish; every graph compile is a scope that abandons what it claimed
@@ -30,7 +32,7 @@ from typing import Any, Callable
 import torch
 
 from .. import _compat as C
-from ..caching import baked_ops, compile_once, keys, sdpa
+from ..caching import aot_key, baked_ops, compile_once, keys, sdpa
 from .patches import Patches
 
 
@@ -100,6 +102,8 @@ def cache_key_patches(p: Patches, *builders: Any) -> None:
     marked = {**config.unsafe_marked_cacheable_functions, baked_ops.QUALNAME: baked_ops.code_version(*builders),
               **sdpa.marked_cacheable()}
     p.set(config, "unsafe_marked_cacheable_functions", marked)
+    owner, name = C.caches.aot_key_hook_point()
+    p.set(owner, name, aot_key.keyed_graphs(getattr(owner, name)))
 
 
 def compile_once_patches(p: Patches) -> None:

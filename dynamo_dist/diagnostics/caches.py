@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from .._compat.caches import sdpa_backend_calls
+from ..caching.aot_key import REFUSED
 from .report import PLUGIN, CacheOutcome, CapturedGraph
 
 AOT, FX = "aot_autograd", "fx_graph"
@@ -25,6 +26,7 @@ _DTENSOR_CALLS = ("from_local", "to_local", "redistribute", "full_tensor", "dist
 # The higher-order op Dynamo makes of a custom ``torch.autograd.Function``.
 _CUSTOM_FUNCTION_OP = "autograd_function_apply"
 _SAC_WITHOUT_HASH = "SAC context_fn does not have a cache_hash attribute"
+_UNCACHEABLE_HOP = "Can't cache HigherOrderOperator: "
 
 
 class CacheEvents:
@@ -118,20 +120,17 @@ def describe(cache: str, state: str, payload: dict[str, Any], where: str, mode: 
 
 
 def _bypass_reason(raw: str, mode: str) -> str:
+    raw, _, ours = raw.partition(REFUSED)  # the plugin's reason, where it could not key what torch refused
     target = re.match(r"Unsupported call_function target (.*?)\.\s*\n\s*Function module: (.*?),\s*\n\s*"
                       r"Function name: (.*)", raw, re.S)
     if raw.startswith(_SAC_WITHOUT_HASH):
-        return ("the graph runs selective activation checkpointing whose policy (`context_fn`) has no "
-                "`cache_hash`: the cache cannot key which activations it saves and which it recomputes, so it "
-                "never stores the graph; the code that builds the policy can set `context_fn.cache_hash` "
-                "(torchtitan's SelectiveAC does not); without selective checkpointing the graph can cache")
+        return _sac_reason(ours, mode)
+    if raw.startswith(_UNCACHEABLE_HOP + _CUSTOM_FUNCTION_OP):  # a Function inside a subgraph
+        return _custom_function_reason(ours, mode)
     if target:
         shown, module, name = (t.strip() for t in target.groups())
         if name == _CUSTOM_FUNCTION_OP:
-            return ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which "
-                    "the AOTAutograd cache refuses unless you vouch that the Function does nothing its traced graphs "
-                    "do not show: torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
-                    "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1)")
+            return _custom_function_reason(ours, mode)
         if f"{module}.{name}" in sdpa_backend_calls():
             return (f"the graph chooses the SDPA backend (`with sdpa_kernel(...)`, recorded as {module}.{name}), "
                     "which the AOTAutograd cache does not accept by default; "
@@ -156,3 +155,32 @@ def _bypass_reason(raw: str, mode: str) -> str:
         return f"its cache key has no stable form: {raw.rsplit(' ', 1)[-1]} cannot be pickled"
     first = raw.splitlines()[0] if raw else "no reason logged"
     return first[:200]
+
+
+def _sac_reason(ours: str, mode: str) -> str:
+    if ours:
+        return ("the graph runs selective activation checkpointing that dynamo_dist cannot key (its policy, "
+                f"`context_fn`, or its region: {ours}), so the cache never stores the graph; a policy made of code, "
+                "op overloads, plain values, containers and dataclasses of them is keyed, or its author can set "
+                "`context_fn.cache_hash`")
+    text = ("the graph runs selective activation checkpointing whose policy (`context_fn`) has no `cache_hash`: the "
+            "cache cannot key which activations it saves and which it recomputes, so it never stores the graph; the "
+            "code that builds the policy can set `context_fn.cache_hash` (torchtitan's SelectiveAC does not)")
+    if mode != PLUGIN:
+        return text + "; dynamo_dist keys a policy it can describe (its code and the values it reads)"
+    return text + "; without selective checkpointing the graph can cache"
+
+
+def _custom_function_reason(ours: str, mode: str) -> str:
+    if ours:
+        return ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply) whose traced "
+                f"graphs depend on something the cache key does not hold ({ours}), so the AOTAutograd cache refuses "
+                "it; torch's global opt-in (torch._functorch.config.autograd_cache_allow_custom_autograd_functions) "
+                "would admit it unchecked")
+    text = ("the graph calls a custom torch.autograd.Function (traced as autograd_function_apply), which the "
+            "AOTAutograd cache refuses unless you vouch that the Function does nothing its traced graphs do not "
+            "show: torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
+            "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1)")
+    if mode != PLUGIN:
+        return text + "; dynamo_dist admits, per graph, a Function whose traced graphs the key holds"
+    return text
