@@ -46,6 +46,7 @@ def _cache_hook_points() -> tuple:
         owner, name = caches.MESH_STABLE_HASH
         points.append(owner.__dict__.get(name))
     points.append(getattr(*caches.tensor_metadata_point()))
+    points.append(getattr(*caches.aot_key_hook_point()))
     # Compile once: the lookups, saves and hit records of both caches, the compile scopes, the Redis backend.
     aot, fx = caches.aot_autograd_cache(), caches.fx_graph_cache()
     points += [aot.__dict__[n] for n in ("_lookup", "try_load", "save", "_record_result")]
