@@ -312,7 +312,19 @@ def group_on_ctx(other_group: bool = False, **_) -> tuple[Callable, list[torch.T
     return f, [torch.randn(6, requires_grad=True)]
 
 
-PROGRAMS = {"checkpointed": checkpointed, "function": applying, "group_on_ctx": group_on_ctx}
+def split_by_counts(counts: tuple = ((1, 2), (3, 0)), scale: int = 1, **_) -> tuple[Callable, list[torch.Tensor]]:
+    """Rows split by sizes read from a tensor (``tolist()``: each element an
+    ``item()``), as expert parallelism splits tokens for its all-to-all."""
+    def f(counts_t, y):
+        parts = y.split(counts_t.sum(dim=1).tolist())
+        return torch.cat([p * (i + scale) for i, p in enumerate(parts)])
+
+    rows = sum(map(sum, counts))
+    return f, [torch.tensor(counts), torch.arange(rows * 3.0).reshape(rows, 3).requires_grad_()]
+
+
+PROGRAMS = {"checkpointed": checkpointed, "function": applying, "group_on_ctx": group_on_ctx,
+            "split_by_counts": split_by_counts}
 
 
 # -- running them ------------------------------------------------------------------
@@ -351,6 +363,7 @@ def inductor_recording(codes: list[str]) -> Callable:
 
 
 def compile_one(program: str, plugin: bool = True, dynamic: bool = False, **options) -> dict[str, Any]:
+    torch._dynamo.config.capture_scalar_outputs = program == "split_by_counts"  # tolist() into the graph
     if plugin:
         dynamo_dist.install()
     else:

@@ -416,3 +416,20 @@ def op_name(op: Any) -> str:
     if isinstance(op, HigherOrderOperator):
         return f"{op.namespace}.{op.name()}"
     return str(op)
+
+
+# Where Dynamo records a node's example value (a fake tensor, a SymInt...);
+# the AOTAutograd cache accepts a method call only on a receiver that has one.
+_EXAMPLE_VALUE = "example_value"
+
+
+def example_value(node: Any) -> Any:
+    return node.meta.get(_EXAMPLE_VALUE)
+
+
+def set_example_value(node: Any, value: Any) -> None:
+    node.meta[_EXAMPLE_VALUE] = value
+
+
+def drop_example_value(node: Any) -> None:
+    node.meta.pop(_EXAMPLE_VALUE, None)

@@ -8,6 +8,8 @@ a Dynamo graph may be cached, then computes its key) with ``keyed_graphs``:
 - when the graph's custom ``autograd.Function`` calls depend only on what
   the key holds (``autograd_functions.examine``), the call runs under torch's
   opt-in for them, for this graph only;
+- scalars read from a tensor's elements (``t.tolist()``) are method calls
+  on receivers known to be tensors (``tensor_elements``);
 - when the cache refuses the graph for a policy or a Function the plugin
   could not key, its reason gets the plugin's after ``REFUSED`` (what
   ``explain`` shows).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import _compat as C
-from . import autograd_functions, checkpoint_policies
+from . import autograd_functions, checkpoint_policies, tensor_elements
 
 # Put between the cache's reason for a bypass and the plugin's.
 REFUSED = "\ndynamo_dist cannot key it: "
@@ -27,7 +29,7 @@ REFUSED = "\ndynamo_dist cannot key it: "
 def keyed_graphs(autograd_cache_key: Callable[..., Any]) -> Callable[..., Any]:
     def key(mod: Any, *args: Any, **kwargs: Any) -> Any:
         gm = C.caches.graph_module_of(mod)
-        with checkpoint_policies.described(gm) as policies:
+        with checkpoint_policies.described(gm) as policies, tensor_elements.known_as_tensors(gm):
             functions = autograd_functions.examine_safely(gm)
             try:
                 with functions.admission():
