@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -32,8 +31,8 @@ from torch.fx import GraphModule
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 import dynamo_dist
-from dynamo_dist import _hooks
-from dynamo_dist._compat.caches import BYPASS_LOGS, bypass_reason, outcome_counts
+from dynamo_dist._compat.caches import outcome_counts
+from dynamo_dist.diagnostics.cache_log import CacheLog
 from dynamo_dist.diagnostics.caches import describe
 from dynamo_dist.diagnostics.report import PLUGIN, STOCK
 from dynamo_dist.testing import fake_world
@@ -330,20 +329,6 @@ PROGRAMS = {"checkpointed": checkpointed, "function": applying, "group_on_ctx": 
 # -- running them ------------------------------------------------------------------
 
 
-class BypassLog(logging.Handler):
-    """The AOTAutograd cache's bypass reasons, as logged."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.reasons: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name == BYPASS_LOGS["aot_autograd"][0]:
-            raw = bypass_reason("aot_autograd", record.getMessage())
-            if raw is not None:
-                self.reasons.append(raw)
-
-
 def _step(fn: Callable, inputs: list[torch.Tensor], dynamic: bool = False) -> list[torch.Tensor]:
     inputs = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
     if dynamic:
@@ -372,20 +357,18 @@ def compile_one(program: str, plugin: bool = True, dynamic: bool = False, **opti
     eager = _step(fn, inputs)
     torch._dynamo.reset()
     before = outcome_counts()["aot_autograd"]
-    log, codes = BypassLog(), []
-    patches = _hooks.bypass_log_patches(log)
-    try:
+    codes: list[str] = []
+    with CacheLog() as log:
         compiled = _step(torch.compile(fn, backend=inductor_recording(codes), fullgraph=True), inputs, dynamic)
-    finally:
-        patches.restore()
+    reasons = log.bypass_reasons("aot_autograd")
     after = outcome_counts()["aot_autograd"]
     outcomes = [o for o in after for _ in range(after[o] - before[o])]
     same = all(torch.allclose(a, b, rtol=1.3e-6, atol=1e-5) for a, b in zip(eager, compiled))
     mode = PLUGIN if plugin else STOCK
     return {"aot": outcomes, "same_as_eager": same if program != "group_on_ctx" else None,
-            "graphs": codes, "reasons": log.reasons,
+            "graphs": codes, "reasons": reasons,
             "explained": [describe("aot_autograd", "bypass", {"cache_bypass_reason": r}, "", mode)[0]
-                          for r in log.reasons]}
+                          for r in reasons]}
 
 
 def main(runs: list[dict]) -> list[dict]:

@@ -25,8 +25,6 @@ programs get stable, sound cache keys, and the counters diagnostics read.
   for ``with sdpa_kernel(...)`` (``SDPAKernelVariable``, torch 2.11-2.15):
   ``_backend_from_string(name)`` per backend and ``_sdpa_kernel(backends,
   set_priority)`` on entry and exit (see ``caching/sdpa.py``).
-- ``BYPASS_LOGS``: the loggers where each cache says why it bypassed, at
-  INFO, one line per bypass (``bypass_reason`` reads it back).
 - The AOTAutograd cache's admission of one graph (``caching/aot_key.py``),
   the same on torch 2.11-2.15: ``aot_key_hook_point()`` (the function that
   checks a Dynamo graph and computes its key; the cache calls it by its
@@ -41,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import logging
 import os
 from typing import Any, Callable, ContextManager
 
@@ -112,25 +109,6 @@ def sdpa_backend_calls() -> dict[str, Callable[..., Any]]:
     function, for the calls Dynamo records for ``with sdpa_kernel(...)``."""
     calls = (sdpa_attention._backend_from_string, sdpa_attention._sdpa_kernel)
     return {f"{fn.__module__}.{fn.__name__}": fn for fn in calls}
-
-
-# cache -> (its module's logger, the text before the reason in its INFO line on a bypass)
-BYPASS_LOGS: dict[str, tuple[str, str]] = {
-    "fx_graph": ("torch._inductor.codecache", "Bypassing FX Graph Cache because "),
-    "aot_autograd": ("torch._functorch._aot_autograd.autograd_cache", "Bypassing autograd cache due to: "),
-}
-
-
-def bypass_loggers() -> dict[str, logging.Logger]:
-    return {cache: logging.getLogger(name) for cache, (name, _) in BYPASS_LOGS.items()}
-
-
-def bypass_reason(cache: str, message: str) -> str | None:
-    """The reason in a line a cache's logger wrote, if it is a bypass line."""
-    prefix = BYPASS_LOGS[cache][1]
-    if not message.startswith(prefix):
-        return None
-    return message[len(prefix):].strip("'")
 
 
 def inductor_config() -> Any:

@@ -16,17 +16,17 @@
 from .core import apply, is_active, remove
 from .patches import Patches
 from .tools import (
-    bypass_log_patches,
     compile_patches,
     config_patches,
     end_recording,
     plugin_state,
     set_plugin_state,
+    trace_patches,
     recording_patches,
     rendezvous_patches,
 )
 
 __all__ = [
     "Patches", "apply", "remove", "is_active", "plugin_state", "set_plugin_state", "recording_patches", "end_recording",
-    "bypass_log_patches", "compile_patches", "config_patches", "rendezvous_patches",
+    "compile_patches", "config_patches", "rendezvous_patches", "trace_patches",
 ]

@@ -14,7 +14,6 @@ from typing import Any, Iterator
 import torch
 from torch.distributed import PrefixStore
 
-from .. import _compat as C
 from .._compat import observe as O
 from . import core
 from .patches import Patches
@@ -58,9 +57,7 @@ def recording_patches(handler: Any, metrics_limit: int, trace_handler: Any = Non
       the original deque, as a limit change would have;
     - ``suppress_errors``: a frame that fails to compile runs eagerly and is
       reported instead of failing the user's program;
-    - ``trace_handler`` (if given) is added to torch's structured-trace
-      logger, which then emits its artifacts (the compile caches' hit / miss
-      / bypass records); its other handlers (``TORCH_TRACE``) are kept.
+    - ``trace_handler`` (if given) gets torch's structured trace (``trace_patches``).
     """
     p = Patches()
     log = O.graph_break_logger()
@@ -73,11 +70,7 @@ def recording_patches(handler: Any, metrics_limit: int, trace_handler: Any = Non
     p.set(utils, "_compilation_metrics", collections.deque(utils._compilation_metrics, maxlen=metrics_limit))
     p.set(O.dynamo_config(), "suppress_errors", True)
     if trace_handler is not None:
-        trace = O.structured_trace_logger()
-        if not trace.isEnabledFor(logging.DEBUG):  # torch sets it to DEBUG at import; in case not
-            _set_logger_level(p, trace, logging.DEBUG)
-        p.set(trace, "handlers", [*trace.handlers, trace_handler])
-        p.set(trace, "propagate", False)  # as torch's own TORCH_TRACE setup: never to the root logger
+        trace_patches(trace_handler, p)
     return p
 
 
@@ -93,16 +86,17 @@ def end_recording(p: Patches) -> None:
     p.restore()
 
 
-def bypass_log_patches(handler: Any) -> Patches:
-    """The compile caches' loggers (``C.caches.bypass_loggers()``) at INFO,
-    feeding ``handler`` only (not propagating: nothing new is printed), so it
-    receives each bypass with its reason (the benchmarks' warm-start children)."""
-    p = Patches()
-    for log in C.caches.bypass_loggers().values():
-        if not log.isEnabledFor(logging.INFO):
-            _set_logger_level(p, log, logging.INFO)
-        p.set(log, "handlers", [*log.handlers, handler])
-        p.set(log, "propagate", False)
+def trace_patches(handler: Any, p: Patches | None = None) -> Patches:
+    """``handler`` added to torch's structured-trace logger, which then emits
+    its artifacts (the compile caches' hit / miss / bypass records, the
+    graphs it prints) to it; its other handlers (``TORCH_TRACE``) are kept,
+    nothing reaches the root logger."""
+    p = p if p is not None else Patches()
+    trace = O.structured_trace_logger()
+    if not trace.isEnabledFor(logging.DEBUG):  # torch sets it to DEBUG at import; in case not
+        _set_logger_level(p, trace, logging.DEBUG)
+    p.set(trace, "handlers", [*trace.handlers, handler])
+    p.set(trace, "propagate", False)  # as torch's own TORCH_TRACE setup: never to the root logger
     return p
 
 

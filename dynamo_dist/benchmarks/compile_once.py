@@ -295,7 +295,7 @@ def measure_coordination(processes: int, keys: int, compile_s: float, payload: i
                         "last_load_after_publish_s": max(delays) if delays else None,
                         "median_load_after_publish_s": statistics.median(delays) if delays else None})
     return {"kind": "coordination", "processes": processes, "keys": keys, "compile_s": compile_s,
-            "payload_bytes": payload, "per_key": per_key,
+            "payload_bytes": payload, "per_key": per_key, "wall_s": wall,
             "compiles_per_key": max(k["compiles"] for k in per_key),
             "last_load_after_publish_s": max(k["last_load_after_publish_s"] or 0 for k in per_key),
             "median_load_after_publish_s": statistics.median(k["median_load_after_publish_s"] or 0

@@ -29,7 +29,6 @@ words). ``warm_clients`` measures torchtitan and HF transformers the same way
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -43,9 +42,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from .. import _hooks
-from .._compat.caches import BYPASS_LOGS, bypass_reason, outcome_counts
-from ..diagnostics.caches import describe
+from .._compat.caches import outcome_counts
+from ..diagnostics.cache_log import CacheLog
 from ..diagnostics.report import PLUGIN, STOCK
 from ..demo.models import build_model, local_input, make_input
 from ..worlds import fake_world, make_mesh, run_in_gloo_world
@@ -87,29 +85,17 @@ def first_step(side: str, model_name: str, size: str, mesh: Any,
             "bypass_reasons": bypasses.reasons}
 
 
-class BypassReasons(logging.Handler):
+class BypassReasons(CacheLog):
     """While in use: why the compile caches bypassed each graph, in the words
-    ``explain`` uses (``diagnostics.caches.describe``), from the caches' own
-    log lines (``_hooks.bypass_log_patches``)."""
+    ``explain`` uses (``reasons``, once each)."""
 
     def __init__(self, side: str) -> None:
-        super().__init__(logging.INFO)
+        super().__init__()
         self.mode = PLUGIN if side == T.PLUGIN else STOCK
-        self.reasons: list[str] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
-        for cache, (logger, _) in BYPASS_LOGS.items():
-            raw = bypass_reason(cache, record.getMessage()) if record.name == logger else None
-            if raw is not None:
-                words, _ = describe(cache, "bypass", {"cache_bypass_reason": raw}, "", self.mode)
-                self.reasons.append(f"{cache}: {words}")
-
-    def __enter__(self) -> "BypassReasons":
-        self.patches = _hooks.bypass_log_patches(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.patches.restore()
+    @property
+    def reasons(self) -> list[str]:
+        return self.bypasses_in_words(self.mode)
 
 
 def _gloo_rank(side: str, model_name: str, size: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ..guards import _notes
 from . import breaks as B
 from . import caches as K
 from .backend import RecordingBackend
+from .cache_log import TraceHandler
 from .graphs import collectives_in, collectives_in_printed
 from .guard_terms import clean_guard, describe_value, explain_failure, strip_scope, summarize
 from .report import CapturedGraph, CompileFailure, ExplainReport, Recompile
@@ -50,34 +51,6 @@ class _BreakHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self.sink.append((O.current_compile_id(), record.getMessage()))
-        except Exception:
-            pass
-
-
-class _TraceHandler(logging.Handler):
-    """Structured-trace records -> ``CacheEvents.add`` (compile-cache
-    outcomes) and ``on_printed`` (post-AOTAutograd graphs as printed code)."""
-
-    def __init__(self, on_event: Callable[[str, str, str, dict], None],
-                 on_printed: Callable[[str, str, str], None], on_source: Callable[[dict], None]) -> None:
-        super().__init__(logging.DEBUG)
-        self.on_event, self.on_printed, self.on_source = on_event, on_printed, on_source
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            found = O.cache_artifact(record)
-            if found is not None:
-                cache, state, payload, cid = found
-                self.on_event(cid or O.current_compile_id(), cache, state, payload)
-                return
-            source = O.named_artifact(record, compile_once.TRACE_ARTIFACT)
-            if source is not None:
-                self.on_source(source[0])
-                return
-            printed = O.aot_graph_event(record)
-            if printed is not None:
-                stage, code, cid = printed
-                self.on_printed(cid or O.current_compile_id(), stage, code)
         except Exception:
             pass
 
@@ -117,8 +90,7 @@ class Recorder:
         # compile-metrics limit, suppress_errors) is one reversible Patches.
         # Only inductor consults the compile caches: only then is the
         # structured trace (which costs its payloads) switched on.
-        trace = _TraceHandler(self.caches.add, self._on_printed, self.caches.add_source) \
-            if self.lowering == "inductor" else None
+        trace = TraceHandler(self.caches, self._on_printed) if self.lowering == "inductor" else None
         self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT, trace)
         _notes.add_listener(self._on_note)
         self._stack = contextlib.ExitStack()

@@ -19,11 +19,10 @@ Results are plain data (picklable), one :class:`RunResult` per mode.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
