@@ -20,7 +20,7 @@ import inspect
 from typing import Any, Callable, ClassVar, Mapping
 
 from .. import _compat as C
-from .breaks import describe, graph_break, log, raise_like_eager
+from .breaks import Break, describe, graph_break, log, raise_like_eager
 from .folding import NO_VALUE, constant_args, real_value
 from .identity import Identity
 from .members import Kind, Member, MemberTable
@@ -62,13 +62,7 @@ def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
         return C.constant(hash(real_value(tracker)))
     value, by_identity = tracker.vt_hash(tx)
     if by_identity and tracker.source is None:
-        graph_break(
-            "identity hash of a derived object",
-            repr(tracker),
-            "hash() of an object that hashes by identity (a process group taken "
-            "from a mesh) cannot be folded on this torch: nothing pins the object.",
-            ["Use `hash(pg.group_name)` instead, or pass the group in as an argument."],
-        )
+        graph_break(Break.IDENTITY_HASH, context=repr(tracker))
     return C.constant(value)
 
 
@@ -111,13 +105,8 @@ def tensor_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, ar
 def unsupported_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list,
                        kwargs: dict) -> Any:
     """BREAK: a clean graph break with the row's hint."""
-    graph_break(
-        f"unsupported {vt.LABEL} member",
-        f"{type(vt.value).__name__}.{name}",
-        f"`{type(vt.value).__name__}.{name}` is not supported inside a compiled "
-        "region by dynamo_dist.",
-        [member.hint],
-    )
+    what = f"{type(vt.value).__name__}.{name}"
+    graph_break(Break.UNSUPPORTED_MEMBER, context=what, label=vt.LABEL, what=what, hint=member.hint)
 
 
 class DistObjectVariable(C.Tracker):
@@ -236,13 +225,7 @@ class DistObjectVariable(C.Tracker):
     # -- reconstruction ----------------------------------------------------
     def reconstruct(self, codegen: Any) -> None:
         if self.rebuild is None:
-            graph_break(
-                f"{self.LABEL} cannot be reconstructed",
-                repr(self.value),
-                f"A {self.LABEL} built inside the compiled region escapes it, and "
-                "dynamo_dist does not know how to rebuild it in bytecode.",
-                [f"Return the inputs you need instead of the {self.LABEL}, or build it outside."],
-            )
+            graph_break(Break.NOT_RECONSTRUCTIBLE, context=repr(self.value), label=self.LABEL)
         self.rebuild(codegen)
 
     # -- members -----------------------------------------------------------
@@ -323,13 +306,6 @@ class DistObjectVariable(C.Tracker):
                 return C.wrap_sourced(tx, C.attr_source(self.source, name), value)
             if stock_kind is not None:
                 return C.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
-        graph_break(
-            f"unsupported {self.LABEL} member",
-            f"{cls.__name__}.{name}",
-            f"`{cls.__name__}.{name}` is not a member dynamo_dist can fold or trace, and "
-            "stock torch has no safe handling for it either.",
-            [
-                "Move this access outside the compiled function and pass the result in.",
-                f"Supported {self.LABEL} members: {', '.join(sorted(self.MEMBERS))}.",
-            ],
-        )
+        what = f"{cls.__name__}.{name}"
+        graph_break(Break.UNKNOWN_MEMBER, context=what, label=self.LABEL, what=what,
+                    members=", ".join(sorted(self.MEMBERS)))

@@ -28,7 +28,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from .. import _compat as C
 from ..caching import baked_ops
 from ..caching.keys import constant_identity
-from .breaks import describe, describe_call, graph_break, log
+from .breaks import Break, describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
 from .importable import ImportableObjectVariable
@@ -270,14 +270,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
     if mesh is None:
         return None
     if tensor.requires_grad:
-        graph_break(
-            "distribute_tensor of a tensor that requires grad",
-            "distribute_tensor(...)",
-            "distribute_tensor returns a new leaf DTensor that requires grad (a parameter); a "
-            "compiled graph cannot create leaves.",
-            ["Distribute parameters once, outside the compiled function (e.g. when building the "
-             "model), or pass `tensor.detach()`."],
-        )
+        graph_break(Break.DISTRIBUTE_REQUIRES_GRAD, context="distribute_tensor(...)")
     src_data_rank = options.pop("src_data_rank", 0)
     sources = _broadcast_sources(mesh, src_data_rank)
     shown = ", ".join(f"{k}={describe(v)}" for k, v in options.items())

@@ -12,7 +12,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .breaks import describe, describe_call, graph_break, log, raise_like_eager
+from .breaks import Break, describe, describe_call, graph_break, log, raise_like_eager
 from .folding import constant_args
 from .importable import ImportableObjectVariable
 from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind, Member
@@ -45,13 +45,7 @@ CallHandler = Callable[["DistFunctionVariable", Any, Member, list, dict], Any]
 def unsupported_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
     """BREAK: a clean graph break with the row's hint."""
     what = f"torch.distributed.{vt.name}"
-    graph_break(
-        "unsupported torch.distributed call",
-        what,
-        f"`{what}` creates distributed state (communicators, groups); it cannot "
-        "run inside a compiled region.",
-        [member.hint],
-    )
+    graph_break(Break.UNSUPPORTED_CALL, context=what, what=what, hint=member.hint)
 
 
 def rank_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
