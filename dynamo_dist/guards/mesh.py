@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _compat as C
@@ -28,14 +28,16 @@ def _compact(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, eq=False, init=False)
-class MeshFingerprint:
+class _WeaklyReferenced:
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True, eq=False, init=False)
+class MeshFingerprint(_WeaklyReferenced):
     """Everything a folded mesh answer can depend on, as a frozen value whose
     hash is computed once. Equal fingerprints of live meshes are one object
     (``known_fingerprint`` interns them), so the mesh guard compares them
     with ``is``; ``==`` compares the hash first, then the fields."""
-
-    __slots__ = ("mesh_type", "eq_fields", "group_names", "coordinate", "_hash", "__weakref__")
 
     # The mesh's class.
     mesh_type: type
@@ -48,7 +50,8 @@ class MeshFingerprint:
     # This rank's coordinate in the mesh; None when rank answers do not
     # depend on it (``compile_on_one_rank``) or this rank is not in the mesh.
     coordinate: tuple[int, ...] | None
-    # (and ``_hash``, computed once when it is made)
+    # hash((mesh_type, eq_fields, group_names, coordinate)), computed once.
+    _hash: int = field(repr=False, compare=False)
 
     def __init__(self, mesh_type: type, eq_fields: tuple, group_names: tuple[str, ...],
                  coordinate: tuple[int, ...] | None) -> None:
