@@ -10,6 +10,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh
+from dynamo_dist.variables.breaks import Break, BreakDeclarationError, BreakSpec, check_break, graph_break
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -130,8 +131,6 @@ def test_other_mesh_attributes_of_an_input_are_read_like_any_python_attribute(wo
 # -- breaks are declared once and raised by name ----------------------------------
 
 def test_a_break_is_raised_by_name_with_exactly_its_fields(monkeypatch):
-    from dynamo_dist.variables.breaks import Break, graph_break
-
     raised = []
     monkeypatch.setattr(C, "break_graph", lambda *args: raised.append(args) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
@@ -160,15 +159,11 @@ def test_a_break_is_raised_by_name_with_exactly_its_fields(monkeypatch):
     (dict(gb_type="x", explanation="e {}", hints=("Use x.",)), "is not a named field"),
 ])
 def test_a_bad_declaration_fails_naming_the_break(spec, problem):
-    from dynamo_dist.variables.breaks import BreakDeclarationError, BreakSpec, check_break
-
     with pytest.raises(BreakDeclarationError, match=f"graph break SOME_BREAK: .*{problem}"):
         check_break("SOME_BREAK", BreakSpec(**spec))
 
 
 def test_the_fields_of_a_declaration():
-    from dynamo_dist.variables.breaks import Break, BreakSpec, check_break
-
     spec = BreakSpec("unsupported {label} member", "`{what}` is not {label}.", ("Use {hint}.", "Move it."))
     assert check_break("B", spec) == {"label", "what", "hint"}
     assert Break.UNKNOWN_MEMBER.fields == {"label", "what", "members"}

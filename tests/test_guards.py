@@ -4,7 +4,10 @@ Each test compiles once, then calls with a changed input and checks the
 answer equals eager and the frame count rose (or did not) as it should.
 """
 
+import copy
+import dataclasses
 import inspect
+import pickle
 
 import pytest
 import torch
@@ -13,6 +16,10 @@ from torch._dynamo.testing import CompileCounter
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
+from dynamo_dist import _compat as C
+from dynamo_dist.caching.keys import mesh_identity
+from dynamo_dist.guards import MeshFingerprint, known_fingerprint, mesh_fingerprint
+from dynamo_dist.guards.mesh import _compact
 from dynamo_dist.testing import make_mesh
 
 pytestmark = pytest.mark.usefixtures("plugin")
@@ -182,13 +189,6 @@ def test_mesh_fingerprint_covers_every_field_of_this_releases_eq(world8):
 
 
 def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8):
-    import copy
-    import dataclasses
-    import pickle
-
-    from dynamo_dist import _compat as C
-    from dynamo_dist.guards import MeshFingerprint, known_fingerprint, mesh_fingerprint
-
     mesh = make_mesh((2, 4), ("dp", "tp"))
     fp = mesh_fingerprint(mesh, with_coordinate=True)
     assert [f.name for f in dataclasses.fields(fp) if f.compare] == [
@@ -212,10 +212,6 @@ def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8
 
 def test_a_meshs_cache_key_identity_is_its_fingerprint_as_text(world8):
     """The compile caches key a mesh by this text: it must not change."""
-    from dynamo_dist import _compat as C
-    from dynamo_dist.caching.keys import mesh_identity
-    from dynamo_dist.guards.mesh import _compact
-
     for mesh in (make_mesh((8,)), make_mesh((2, 4), ("dp", "tp")), make_mesh((2, 4), ("dp", "tp"))["tp"]):
         assert mesh_identity(mesh) == repr(("torch.distributed.device_mesh.DeviceMesh",
                                             tuple(_compact(v) for v in C.mesh_eq_key(mesh)),

@@ -3,6 +3,7 @@
 import pytest
 
 from dynamo_dist.coverage.cases import CASES
+from dynamo_dist.variables.base import DistObjectVariable
 from dynamo_dist.variables.members import ALL_TABLES, Kind, Member, MemberTable, MemberTableError
 
 
@@ -77,8 +78,6 @@ def test_tables_are_read_only():
 
 
 def test_a_tracker_without_a_handler_for_a_kind_of_its_table_fails_when_defined():
-    from dynamo_dist.variables.base import DistObjectVariable
-
     table = MemberTable("Widget", {"size": Member(Kind.FOLD, method=True),
                                    "op": Member(Kind.DTENSOR_OP, method=True)})
     with pytest.raises(MemberTableError, match=r"member table 'Widget': op: DTENSOR_OP has no handler in "
