@@ -4,6 +4,13 @@ import torch._dynamo
 
 import dynamo_dist
 from dynamo_dist.testing import fake_world
+from dynamo_dist.testing.strategies import register_profiles
+
+
+def pytest_configure(config):
+    # The fuzz tests run under the project's hypothesis profiles (dynamo_dist-ci).
+    register_profiles()
+
 
 # (world size, rank): sizes 1, 2, 4, 8; first and last rank.
 WORLDS = [(1, 0), (2, 0), (2, 1), (4, 0), (4, 3), (8, 0), (8, 7)]

@@ -10,6 +10,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh
+from dynamo_dist.variables.breaks import Break, BreakDeclarationError, BreakSpec, check_break, graph_break
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -125,3 +126,45 @@ def test_other_mesh_attributes_of_an_input_are_read_like_any_python_attribute(wo
     run = compile_and_run(fn, torch.ones(1), mesh)
     torch.testing.assert_close(run.compiled, run.eager)
     assert distributed_objects_in(run.graphs[0]) == []
+
+
+# -- breaks are declared once and raised by name ----------------------------------
+
+def test_a_break_is_raised_by_name_with_exactly_its_fields(monkeypatch):
+    raised = []
+    monkeypatch.setattr(C, "break_graph", lambda *args: raised.append(args) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        graph_break(Break.UNSUPPORTED_MEMBER, context="DeviceMesh.frob", label="DeviceMesh",
+                    what="DeviceMesh.frob", hint="Use x instead.")
+    assert raised == [("dynamo_dist: unsupported DeviceMesh member", "DeviceMesh.frob",
+                       "`DeviceMesh.frob` is not supported inside a compiled region by dynamo_dist.",
+                       ["Use x instead."])]
+    with pytest.raises(TypeError, match=r"UNSUPPORTED_MEMBER takes the fields \['hint', 'label', 'what'\]"):
+        graph_break(Break.UNSUPPORTED_MEMBER, context="c", label="DeviceMesh", what="DeviceMesh.frob")
+    with pytest.raises(TypeError, match="IDENTITY_HASH takes the fields"):
+        graph_break(Break.IDENTITY_HASH, context="c", label="ProcessGroup")
+    with pytest.raises(TypeError):
+        graph_break(Break.IDENTITY_HASH, "c")  # context is a keyword
+    assert len(raised) == 1
+
+
+@pytest.mark.parametrize("spec,problem", [
+    (dict(gb_type="", explanation="e", hints=("Use x.",)), "must be non-empty text"),
+    (dict(gb_type="dynamo_dist: x", explanation="e", hints=("Use x.",)), "without the 'dynamo_dist:' prefix"),
+    (dict(gb_type="x", explanation=" ", hints=("Use x.",)), "an explanation is needed"),
+    (dict(gb_type="x", explanation="e", hints=()), "at least one non-empty hint"),
+    (dict(gb_type="x", explanation="e", hints=["Use x."]), "at least one non-empty hint"),
+    (dict(gb_type="x", explanation="e", hints=("",)), "at least one non-empty hint"),
+    (dict(gb_type="x of {what}", explanation="e", hints=("Use x.",)), r"gb_type may only name \['label'\]"),
+    (dict(gb_type="x", explanation="e {}", hints=("Use x.",)), "is not a named field"),
+])
+def test_a_bad_declaration_fails_naming_the_break(spec, problem):
+    with pytest.raises(BreakDeclarationError, match=f"graph break SOME_BREAK: .*{problem}"):
+        check_break("SOME_BREAK", BreakSpec(**spec))
+
+
+def test_the_fields_of_a_declaration():
+    spec = BreakSpec("unsupported {label} member", "`{what}` is not {label}.", ("Use {hint}.", "Move it."))
+    assert check_break("B", spec) == {"label", "what", "hint"}
+    assert Break.UNKNOWN_MEMBER.fields == {"label", "what", "members"}
+    assert Break.MESH_UNDER_CONSTRUCTION.fields == frozenset()

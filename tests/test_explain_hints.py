@@ -1,12 +1,12 @@
 """Every `dynamo_dist:` graph break is written for the user: an explanation
-and at least one concrete hint (walking the member tables and every
-``graph_break`` call in the source), and the plugin's decisions reach the
+and at least one concrete hint (walking the member tables and the declared
+breaks, ``variables.breaks.Break``), and the plugin's decisions reach the
 ``dynamo_dist`` logger."""
 
-import ast
 import inspect
 import logging
 import pathlib
+import re
 
 import pytest
 import torch
@@ -17,6 +17,7 @@ from torch.distributed.tensor.placement_types import Shard
 import dynamo_dist
 from dynamo_dist.testing import make_mesh
 from dynamo_dist.variables import base
+from dynamo_dist.variables.breaks import GB_PREFIX, Break
 from dynamo_dist.variables.members import ALL_TABLES, Kind
 
 # A hint says what to do: it starts with an instruction.
@@ -88,42 +89,35 @@ def test_break_rows_reach_the_report_with_explanation_and_hint(world8, table, na
     assert brk.hints[0] == member.hint
 
 
-def _graph_break_calls():
+# The breaks whose hint is the member table row's (``{hint}``), checked with
+# the rows above.
+ROW_HINTS = {Break.UNSUPPORTED_MEMBER, Break.UNSUPPORTED_CALL}
+
+
+def _hint_is_concrete(hint: str) -> bool:
+    if hint == "{hint}":
+        return True  # the member table row's hint, checked above
+    head = hint.split("{", 1)[0]
+    if head != hint:  # a template: its literal start must be an instruction
+        return bool(head.split()) and head.split()[0] in ACTIONS
+    return is_concrete(hint)
+
+
+def test_every_declared_break_has_explanation_and_a_concrete_hint():
+    assert len(Break) >= 8, list(Break)  # members, calls, arguments, answers, escapes, DTensor ...
+    for brk in Break:
+        assert brk.gb_type and not brk.gb_type.startswith(GB_PREFIX), brk.name
+        assert brk.explanation.strip(), brk.name
+        assert brk.hints and any(_hint_is_concrete(h) for h in brk.hints), f"{brk.name}: no hint says what to do"
+    assert {b for b in Break if "{hint}" in b.hints} == ROW_HINTS
+
+
+def test_every_declared_break_is_raised_somewhere():
+    """No declaration is left over: each is named at a ``graph_break`` call."""
     root = pathlib.Path(base.__file__).parent.parent
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            name = getattr(node, "func", None) and getattr(node.func, "id", getattr(node.func, "attr", None))
-            if isinstance(node, ast.Call) and name == "graph_break":
-                yield path.relative_to(root), node
-
-
-def _arg(call: ast.Call, index: int, name: str) -> ast.AST | None:
-    if len(call.args) > index:
-        return call.args[index]
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
-def _hint_is_concrete(hint: ast.AST) -> bool:
-    if isinstance(hint, ast.Constant):
-        return is_concrete(hint.value)
-    if isinstance(hint, ast.Name):  # a module constant, e.g. MOVE_OUT_HINT
-        return is_concrete(getattr(base, hint.id))
-    if isinstance(hint, ast.JoinedStr):  # an f-string: its literal start must be an instruction
-        head = hint.values[0]
-        return isinstance(head, ast.Constant) and head.value.split()[0] in ACTIONS
-    return ast.unparse(hint) == "member.hint"  # the table rows, checked above
-
-
-def test_every_graph_break_call_has_explanation_and_a_concrete_hint():
-    calls = list(_graph_break_calls())
-    assert len(calls) >= 8, calls  # base, functions, registry, dtensor ...
-    for path, call in calls:
-        where = f"{path}:{call.lineno}"
-        explanation, hints = _arg(call, 2, "explanation"), _arg(call, 3, "hints")
-        assert explanation is not None and not (isinstance(explanation, ast.Constant) and not explanation.value), where
-        assert isinstance(hints, ast.List) and hints.elts, f"{where}: hints must be a non-empty list"
-        assert any(_hint_is_concrete(h) for h in hints.elts), f"{where}: no hint says what to do"
+    source = "\n".join(p.read_text() for p in sorted(root.rglob("*.py")))
+    raised = set(re.findall(r"graph_break\(\s*Break\.(\w+)", source))
+    assert raised == {b.name for b in Break}, {b.name for b in Break} ^ raised
 
 
 class Collect(logging.Handler):

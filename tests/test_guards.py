@@ -4,7 +4,10 @@ Each test compiles once, then calls with a changed input and checks the
 answer equals eager and the frame count rose (or did not) as it should.
 """
 
+import copy
+import dataclasses
 import inspect
+import pickle
 
 import pytest
 import torch
@@ -13,6 +16,10 @@ from torch._dynamo.testing import CompileCounter
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
+from dynamo_dist import _compat as C
+from dynamo_dist.caching.keys import mesh_identity
+from dynamo_dist.guards import MeshFingerprint, known_fingerprint, mesh_fingerprint
+from dynamo_dist.guards.mesh import _compact
 from dynamo_dist.testing import make_mesh
 
 pytestmark = pytest.mark.usefixtures("plugin")
@@ -179,6 +186,36 @@ def test_mesh_fingerprint_covers_every_field_of_this_releases_eq(world8):
         setattr(other, field, object())
         assert other != mesh, field
         assert mesh_fingerprint(other, with_coordinate=False) != expected, field
+
+
+def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8):
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    fp = mesh_fingerprint(mesh, with_coordinate=True)
+    assert [f.name for f in dataclasses.fields(fp) if f.compare] == [
+        "mesh_type", "eq_fields", "group_names", "coordinate"]
+    assert fp.mesh_type is DeviceMesh and fp.group_names == C.mesh_dim_group_names(mesh)
+    assert fp.eq_fields == tuple(C.mesh_eq_key(mesh)) and fp.coordinate == tuple(mesh.get_coordinate())
+    assert mesh_fingerprint(mesh, with_coordinate=False).coordinate is None
+    assert not hasattr(fp, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fp.coordinate = None
+    assert hash(fp) == fp._hash == hash((fp.mesh_type, fp.eq_fields, fp.group_names, fp.coordinate))
+    copied = pickle.loads(pickle.dumps(fp))
+    assert copied == fp and hash(copied) == hash(fp) and copied is not fp
+    assert fp != mesh_fingerprint(make_mesh((2, 4), ("dp", "tp")), with_coordinate=True)  # other groups
+    # Equal meshes share one fingerprint object: the guard compares with `is`.
+    twin = copy.copy(mesh)
+    assert known_fingerprint(twin, True) is known_fingerprint(mesh, True) == fp
+    assert known_fingerprint(twin, False) is not known_fingerprint(twin, True)
+    assert isinstance(known_fingerprint(mesh, True), MeshFingerprint)
+
+
+def test_a_meshs_cache_key_identity_is_its_fingerprint_as_text(world8):
+    """The compile caches key a mesh by this text: it must not change."""
+    for mesh in (make_mesh((8,)), make_mesh((2, 4), ("dp", "tp")), make_mesh((2, 4), ("dp", "tp"))["tp"]):
+        assert mesh_identity(mesh) == repr(("torch.distributed.device_mesh.DeviceMesh",
+                                            tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
+                                            C.mesh_dim_group_names(mesh), None))
 
 
 def _mesh_with_preserve_rank_order(ranks, on):

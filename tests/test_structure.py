@@ -4,8 +4,8 @@
    private modules and attributes, or Dynamo's tracer/codegen/guard internals
    (``_hooks/`` may name the hook points it patches);
 3. no import cycles inside ``dynamo_dist``, counting imports inside functions;
-4. the member tables drive behaviour: every ``Kind`` has a handler that the
-   dispatch uses, and every row of every table reaches it.
+4. the member tables drive behaviour: every ``Kind`` has a handler function
+   that the dispatch uses, and every row of every table reaches it.
 
 Items 1 and 3 are checked per top-level part of the package, so a failure
 says where it is (file:line for each offence, the cycle's modules in order).
@@ -278,13 +278,39 @@ def test_core_imports_at_module_level(part):
 
 # -- item 4: the member tables drive behaviour ------------------------------------
 
-def test_every_kind_has_a_handler_in_the_base_tracker():
-    from dynamo_dist.variables.base import DistObjectVariable
+def _dispatch_tables():
+    """(where, Kind -> handler, the rows it handles) for every dispatch on a Kind."""
+    from dynamo_dist.variables import dtensor
+    from dynamo_dist.variables.device_mesh import DeviceMeshVariable
+    from dynamo_dist.variables.functions import _FUNCTIONS, DistFunctionVariable
+    from dynamo_dist.variables.members import DTENSOR_MEMBERS, Kind
+    from dynamo_dist.variables.placement import PlacementVariable
+    from dynamo_dist.variables.process_group import ProcessGroupVariable
+
+    for cls in (DeviceMeshVariable, PlacementVariable, ProcessGroupVariable):
+        yield cls.__name__, cls.KIND_HANDLERS, dict(cls.MEMBERS)
+    yield "DistFunctionVariable", DistFunctionVariable.KIND_HANDLERS, dict(_FUNCTIONS)
+    yield "dtensor attributes", dtensor._ATTRIBUTE_HANDLERS, {
+        n: m for n, m in DTENSOR_MEMBERS.items() if not m.method}
+    # DTensor's operations: methods become one graph call, functions have
+    # their own tracing (test_every_dtensor_row_reaches_its_handler).
+    yield "dtensor operations", {Kind.DTENSOR_OP: dtensor.call_method}, {
+        n: m for n, m in DTENSOR_MEMBERS.items() if m.method}
+
+
+def test_every_kind_has_a_handler_function():
+    """Every Kind is used by some table, and the tracker reading that table
+    maps it to a function (not a method name)."""
     from dynamo_dist.variables.members import Kind
 
-    for kind in Kind:
-        handler = getattr(DistObjectVariable, DistObjectVariable.KIND_HANDLERS[kind], None)
-        assert callable(handler), kind
+    used = set()
+    for where, handlers, rows in _dispatch_tables():
+        for kind, handler in handlers.items():
+            assert isinstance(kind, Kind) and callable(handler) and not isinstance(handler, str), (where, kind)
+        kinds = {m.kind for m in rows.values()}
+        assert kinds <= set(handlers), (where, kinds - set(handlers))
+        used |= kinds
+    assert used == set(Kind), set(Kind) - used
 
 
 def test_no_tracker_branches_on_a_member_name():
@@ -337,15 +363,17 @@ def test_every_object_row_reaches_the_handler_of_its_kind(world8, monkeypatch, t
           "Placement": lambda: PlacementVariable(_StridedShard(0, split_factor=2)),
           "ProcessGroup": lambda: ProcessGroupVariable(mesh.get_group("tp"))}[type_name]()
     spy = _Spy()
-    for method in set(DistObjectVariable.KIND_HANDLERS.values()):
-        monkeypatch.setattr(type(vt), method, spy.handler(method))
+    assert type(vt).MEMBERS is ALL_TABLES[type_name]
+    handlers = type(vt).KIND_HANDLERS
+    assert set(DistObjectVariable.KIND_HANDLERS) <= set(handlers)
+    monkeypatch.setattr(type(vt), "KIND_HANDLERS", {kind: spy.handler(kind) for kind in handlers})
     for name, member in ALL_TABLES[type_name].items():
         spy.calls.clear()
         if member.method:
             result = vt.call_method(None, name, [], {})
         else:
             result = C_slot(vt, "vt_getattr")(None, name)
-        assert result == "handled" and spy.calls == [DistObjectVariable.KIND_HANDLERS[member.kind]], name
+        assert result == "handled" and spy.calls == [member.kind], name
 
 
 def C_slot(vt, ours):
@@ -358,13 +386,13 @@ def test_every_function_row_reaches_the_handler_of_its_kind(world8, monkeypatch)
     from dynamo_dist.variables.functions import _FUNCTIONS, DistFunctionVariable, dist_functions
 
     spy = _Spy()
-    for method in set(DistFunctionVariable.KIND_HANDLERS.values()):
-        monkeypatch.setattr(DistFunctionVariable, method, spy.handler(method))
+    handlers = DistFunctionVariable.KIND_HANDLERS
+    monkeypatch.setattr(DistFunctionVariable, "KIND_HANDLERS", {kind: spy.handler(kind) for kind in handlers})
     by_name = {name: fn for fn, name in dist_functions().items()}
     for name, member in _FUNCTIONS.items():
         spy.calls.clear()
         assert DistFunctionVariable(by_name[name], name).call_function(None, [], {}) == "handled"
-        assert spy.calls == [DistFunctionVariable.KIND_HANDLERS[member.kind]], name
+        assert spy.calls == [member.kind], name
 
 
 def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):

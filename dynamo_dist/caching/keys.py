@@ -47,8 +47,10 @@ def digest(text: str) -> str:
 def mesh_identity(mesh: Any) -> str:
     """The mesh's identity as stable text (the same in every process that
     builds the same mesh over the same groups)."""
-    cls, *rest = known_fingerprint(mesh, with_coordinate=False)
-    return repr((f"{cls.__module__}.{cls.__qualname__}", *rest))
+    fingerprint = known_fingerprint(mesh, with_coordinate=False)
+    cls = fingerprint.mesh_type
+    return repr((f"{cls.__module__}.{cls.__qualname__}", fingerprint.eq_fields, fingerprint.group_names,
+                 fingerprint.coordinate))
 
 
 # Meshes of this process whose identity went into a key, by identity: a

@@ -13,7 +13,7 @@ import re
 from typing import Iterable
 
 from .. import _compat as C
-from ..variables.members import ALL_TABLES, Kind
+from ..variables.members import ALL_TABLES
 
 # The releases whose stock outcomes the coverage page records, one column each.
 TESTED_VERSIONS: tuple[str, ...] = ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
@@ -99,9 +99,7 @@ def member_table(stock: Iterable | None = None, previous: str | None = None, ver
     for type_name, table in ALL_TABLES.items():
         for name, member in table.items():
             shown = f"`{name}()`" if member.method else f"`{name}`"
-            ours = member.kind.value
-            if member.kind is Kind.BREAK:
-                ours = f"graph break, hint: {member.hint.split(':')[0].split('. ')[0].rstrip('.')}"
+            ours = member.describe()
             key = (type_name, shown)
             keys.append(key)
             ours_of[key] = ours

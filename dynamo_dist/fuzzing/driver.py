@@ -73,7 +73,7 @@ def run_property(
     from hypothesis import given, reject, settings
     from hypothesis import seed as hypothesis_seed
 
-    from .strategies import LONG_PROFILE
+    from .strategies import LONG_PROFILE, register_profiles
 
     report = PropertyReport(prop.name)
     check = check or prop.check_function()
@@ -94,6 +94,7 @@ def run_property(
             if progress:
                 progress(report, examples)
 
+    register_profiles()
     wrapped = settings(settings.get_profile(LONG_PROFILE), max_examples=examples, report_multiple_bugs=True)(
         given(prop.strategy())(test)
     )

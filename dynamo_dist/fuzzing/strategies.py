@@ -5,36 +5,45 @@ built into live meshes and groups inside a world, so every drawn example can
 be printed, shrunk and written into a standalone reproducer.
 
 - ``worlds()``: ``World(size, rank)``.
-- ``meshes(world)``: ``MeshSpec`` of 1–3 dims whose shape multiplies to the
-  world size, with and without dim names.
+- ``mesh_shapes(world_size)``: a shape of 1 to 3 dims multiplying to the world size.
+- ``meshes(world)``: ``MeshSpec`` of 1 to 3 dims whose shape multiplies to
+  the world size, with and without dim names.
 - ``placements(mesh_ndim, tensor_ndim)``: a placement per mesh dim:
   ``Shard``, ``Replicate``, ``Partial`` with every reduce op, ``_StridedShard``.
 - ``dtensor_specs(...)``: mesh, placements, global shape (uneven shards,
   zero-size dims) and dtype.
-- ``programs(world, inputs)``: a generated query program (source code);
+- ``query_inputs(world)``: the arguments of a query program;
+  ``programs(world, inputs)``: a generated query program (source code);
   ``dtensor_programs(spec)``: a generated DTensor program.
 - ``query_examples()``, ``guard_examples()``, ``dtensor_examples()``: whole
   examples for the properties in ``dynamo_dist.fuzzing.properties``.
 
-Settings profiles: ``dynamo_dist-ci`` (derandomized, no example database:
-the same examples on every machine) and ``dynamo_dist-long`` (random,
-for ``python -m dynamo_dist fuzz``).
+Every strategy checks its arguments when it is called, as hypothesis' own
+do: a bad one raises ``hypothesis.errors.InvalidArgument`` naming it and
+what it may be. Importing this module registers nothing with hypothesis;
+``register_profiles()`` registers the settings profiles ``dynamo_dist-ci``
+(derandomized, no example database: the same examples on every machine)
+and ``dynamo_dist-long`` (random, for ``python -m dynamo_dist fuzz``).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any
+from typing import Any, Iterable
 
+import torch
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
-from .programs import dtensor_programs, query_programs
-from .values import placements
+from . import programs as _programs
+from . import values as _values
 from .specs import (
     COMPILABLE_DTENSOR_OPS,
+    DTENSOR_OPS,
     DTENSOR_STRIDED_INPUTS,
+    REDUCE_OPS,
     DTensorExample,
     DTensorSpec,
     GroupArg,
@@ -44,6 +53,7 @@ from .specs import (
     Program,
     QueryExample,
     QueryInputs,
+    TaggedShard,
     World,
 )
 
@@ -61,6 +71,7 @@ __all__ = [
     "dtensor_examples",
     "CI_PROFILE",
     "LONG_PROFILE",
+    "register_profiles",
 ]
 
 CI_PROFILE = "dynamo_dist-ci"
@@ -75,14 +86,63 @@ _COMMON = dict(
     # compile) only to annotate the report.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
-settings.register_profile(CI_PROFILE, derandomize=True, database=None, max_examples=40, **_COMMON)
-settings.register_profile(LONG_PROFILE, derandomize=False, database=None, max_examples=1000, **_COMMON)
 
+
+def register_profiles() -> None:
+    """Register the settings profiles with hypothesis: ``CI_PROFILE``
+    (``dynamo_dist-ci``: derandomized, no example database, 40 examples)
+    and ``LONG_PROFILE`` (``dynamo_dist-long``: random, 1000 examples), for
+    ``settings.load_profile`` / ``settings.get_profile``. Calling it again
+    registers the same profiles again."""
+    settings.register_profile(CI_PROFILE, derandomize=True, database=None, max_examples=40, **_COMMON)
+    settings.register_profile(LONG_PROFILE, derandomize=False, database=None, max_examples=1000, **_COMMON)
+
+
+# Dim names come from these pools, so a mesh has at most three dims.
 _NAME_POOLS = (("dp", "tp", "pp"), ("a", "b", "c"), ("x", "y", "z"), ("rep", "shard", "cp"))
+MAX_MESH_NDIM = 3
+_PROGRAM_KINDS = ("query", "escapes", "wild")
+
+
+# -- argument checks (hypothesis.errors.InvalidArgument, as hypothesis' own) --
+
+def _check_integer(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        allowed = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+        raise InvalidArgument(f"{name}={value!r} must be {allowed}")
+
+
+def _check_bool(name: str, value: Any, optional: bool = False) -> None:
+    if not isinstance(value, bool) and not (optional and value is None):
+        raise InvalidArgument(f"{name}={value!r} must be True or False{' or None' if optional else ''}")
+
+
+def _check_world(name: str, value: Any, sizes_too: bool = True) -> None:
+    """A ``World`` (a size >= 1 and a rank in it), or with ``sizes_too`` a world size."""
+    if isinstance(value, World):
+        _check_integer(f"{name}.size", value.size, 1)
+        _check_integer(f"{name}.rank", value.rank, 0, value.size - 1)
+    elif sizes_too and isinstance(value, int) and not isinstance(value, bool):
+        _check_integer(name, value, 1)
+    else:
+        allowed = "a World or a world size (an integer >= 1)" if sizes_too else "a World"
+        raise InvalidArgument(f"{name}={value!r} must be {allowed}")
+
+
+def _check_choices(name: str, value: Any, choices: Iterable[Any]) -> None:
+    """A non-empty tuple or list of items from ``choices``."""
+    choices = tuple(choices)
+    if not isinstance(value, (tuple, list)) or not value or not all(v in choices for v in value):
+        raise InvalidArgument(f"{name}={value!r} must be a non-empty tuple or list of items from {choices}")
 
 
 def worlds(sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8)) -> st.SearchStrategy[World]:
-    """A world size from ``sizes`` and a rank in it."""
+    """A world size from ``sizes`` (a non-empty tuple or list of integers
+    >= 1) and a rank in it."""
+    if not isinstance(sizes, (tuple, list)) or not sizes:
+        raise InvalidArgument(f"sizes={sizes!r} must be a non-empty tuple or list of world sizes")
+    for i, size in enumerate(sizes):
+        _check_integer(f"sizes[{i}]", size, 1)
     return st.sampled_from(sizes).flatmap(
         lambda size: st.builds(World, st.just(size), st.integers(0, size - 1))
     )
@@ -99,18 +159,26 @@ def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
 
 
 def mesh_shapes(world_size: int, max_ndim: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
-    """A shape of 1 to ``max_ndim`` dims whose product is ``world_size``."""
+    """A shape of 1 to ``max_ndim`` dims (1 to 3) whose product is
+    ``world_size`` (an integer >= 1)."""
+    _check_integer("world_size", world_size, 1)
+    _check_integer("max_ndim", max_ndim, 1, MAX_MESH_NDIM)
     shapes = list(itertools.chain.from_iterable(_factorizations(world_size, k) for k in range(1, max_ndim + 1)))
     return st.sampled_from(shapes)
 
 
 def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
            rank_maps: bool = False, subsets: bool = False) -> st.SearchStrategy[MeshSpec]:
-    """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1–3 dims
-    whose shape multiplies to the world size, with dim names
-    (``names=True``), without (``False``) or either (None). ``rank_maps``:
-    sometimes a permuted rank map; ``subsets``: sometimes a mesh over only
-    some ranks (shape multiplying to their number)."""
+    """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1 to
+    ``max_ndim`` dims (1 to 3) whose shape multiplies to the world size, with
+    dim names (``names=True``), without (``False``) or either (None).
+    ``rank_maps``: sometimes a permuted rank map; ``subsets``: sometimes a
+    mesh over only some ranks (shape multiplying to their number)."""
+    _check_world("world", world)
+    _check_integer("max_ndim", max_ndim, 1, MAX_MESH_NDIM)
+    _check_bool("names", names, optional=True)
+    _check_bool("rank_maps", rank_maps)
+    _check_bool("subsets", subsets)
     size = world.size if isinstance(world, World) else world
 
     @st.composite
@@ -129,6 +197,31 @@ def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
     return build()
 
 
+def placements(
+    mesh_ndim: int,
+    tensor_ndim: int,
+    *,
+    partial: bool = True,
+    strided: bool = True,
+    reduce_ops: tuple[str, ...] = REDUCE_OPS,
+    user: bool = False,
+) -> st.SearchStrategy[tuple[Any, ...]]:
+    """One placement per mesh dim (``mesh_ndim`` >= 1) for a
+    ``tensor_ndim``-D tensor (>= 0): ``Shard(d)`` (none for a 0-D tensor),
+    ``Replicate()``, with ``partial`` ``Partial(op)`` for each op in
+    ``reduce_ops`` (a non-empty tuple or list of torch's reduce ops, all
+    eight by default), with ``strided`` ``_StridedShard(d, f)``, and with
+    ``user=True`` a user-defined subclass (``specs.TaggedShard``)."""
+    _check_integer("mesh_ndim", mesh_ndim, 1)
+    _check_integer("tensor_ndim", tensor_ndim, 0)
+    _check_bool("partial", partial)
+    _check_bool("strided", strided)
+    _check_choices("reduce_ops", reduce_ops, REDUCE_OPS)
+    _check_bool("user", user)
+    return _values.placements(mesh_ndim, tensor_ndim, partial=partial, strided=strided,
+                              reduce_ops=reduce_ops, user=user)
+
+
 def dtensor_specs(
     world: World | int = 2,
     *,
@@ -138,13 +231,22 @@ def dtensor_specs(
     partial: bool = True,
     strided: bool = False,
 ) -> st.SearchStrategy[DTensorSpec]:
-    """A DTensor spec on a mesh of ``world``: global shape with 1 to
-    ``max_tensor_ndim`` dims of size 0 to ``max_dim_size`` (so uneven shards
-    and zero-size dims), placements, dtype, and a seed for the values.
+    """A DTensor spec on a mesh of 1 or 2 dims over ``world`` (a ``World``
+    or a world size): global shape with 1 to ``max_tensor_ndim`` dims (>= 1)
+    of size 0 to ``max_dim_size`` (>= 0; so uneven shards and zero-size
+    dims), placements (``Partial`` with ``partial``, ``_StridedShard`` with
+    ``strided``), a dtype from ``dtypes`` (a non-empty tuple or list of real
+    torch dtypes; None: float32, float64, int64), and a seed for the values.
     Partial reduce ops are those valid for the dtype (bitwise ops need
     integers)."""
-    import torch
-
+    _check_world("world", world)
+    _check_integer("max_tensor_ndim", max_tensor_ndim, 1)
+    _check_integer("max_dim_size", max_dim_size, 0)
+    if dtypes is not None and (not isinstance(dtypes, (tuple, list)) or not dtypes or not all(
+            isinstance(d, torch.dtype) and not d.is_complex for d in dtypes)):
+        raise InvalidArgument(f"dtypes={dtypes!r} must be None or a non-empty tuple or list of real torch dtypes")
+    _check_bool("partial", partial)
+    _check_bool("strided", strided)
     dtypes = dtypes or (torch.float32, torch.float64, torch.int64)
 
     @st.composite
@@ -170,12 +272,18 @@ def _mesh_args(world: World, spec: MeshSpec) -> st.SearchStrategy[MeshArg]:
     return st.builds(MeshArg, st.just(spec), st.integers(0, 1), st.sampled_from(views), st.booleans())
 
 
+def query_inputs(world: World, subsets: bool = False) -> st.SearchStrategy[tuple[QueryInputs, int]]:
+    """Arguments of a query program in ``world`` (a ``World``): a mesh
+    argument that may be a submesh view or a copy, with a permuted rank map,
+    or with ``subsets`` over only some ranks; a placements tuple; a process
+    group; and the tensor rank (1 to 3) the placements are for."""
+    _check_world("world", world, sizes_too=False)
+    _check_bool("subsets", subsets)
+    return _query_inputs(world, subsets)
+
+
 @st.composite
-def query_inputs(draw: Any, world: World, subsets: bool = False) -> tuple[QueryInputs, int]:
-    """Arguments of a query program in ``world`` (a mesh argument that may be
-    a submesh view or a copy, with a permuted rank map, or with ``subsets``
-    over only some ranks; a placements tuple; a process group), and the
-    tensor rank the placements are for."""
+def _query_inputs(draw: Any, world: World, subsets: bool) -> tuple[QueryInputs, int]:
     spec = draw(meshes(world, rank_maps=True, subsets=subsets))
     mesh = draw(_mesh_args(world, spec))
     tensor_ndim = draw(st.integers(1, 3))
@@ -196,20 +304,57 @@ def programs(
     kind: str = "query",
     max_statements: int = 6,
 ) -> st.SearchStrategy[Program]:
-    """A generated query program ``f(x, mesh, ps, pg)`` valid for ``inputs``
-    in ``world``. ``kind``: ``"query"`` (compiles with ``fullgraph=True``),
-    ``"escapes"`` (mostly returns meshes, groups and placements) or ``"wild"``
-    (anything: bad input, unsupported members, state made inside)."""
-    if kind not in ("query", "escapes", "wild"):
-        raise ValueError(f"unknown program kind {kind!r}")
-    return query_programs(world, inputs, tensor_ndim, max_statements=max_statements,
-                          wild=kind == "wild", escapes=kind == "escapes")
+    """A generated query program ``f(x, mesh, ps, pg)`` of 1 to
+    ``max_statements`` statements (>= 1), valid for ``inputs`` (a
+    ``QueryInputs``) in ``world`` (a ``World``), with placements for a
+    ``tensor_ndim``-D tensor (>= 1). ``kind``: ``"query"`` (compiles with
+    ``fullgraph=True``), ``"escapes"`` (mostly returns meshes, groups and
+    placements) or ``"wild"`` (anything: bad input, unsupported members,
+    state made inside)."""
+    _check_world("world", world, sizes_too=False)
+    if not isinstance(inputs, QueryInputs):
+        raise InvalidArgument(f"inputs={inputs!r} must be a QueryInputs")
+    _check_integer("tensor_ndim", tensor_ndim, 1)
+    _check_kind(kind)
+    _check_integer("max_statements", max_statements, 1)
+    return _programs.query_programs(world, inputs, tensor_ndim, max_statements=max_statements,
+                                    wild=kind == "wild", escapes=kind == "escapes")
+
+
+def _check_kind(kind: Any) -> None:
+    if kind not in _PROGRAM_KINDS:
+        raise InvalidArgument(f"kind={kind!r} must be one of {_PROGRAM_KINDS}")
+
+
+def dtensor_programs(spec: DTensorSpec, *, max_ops: int = 4,
+                     ops: tuple[str, ...] = DTENSOR_OPS) -> st.SearchStrategy[Program]:
+    """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec`` (a
+    ``DTensorSpec``): 1 to ``max_ops`` statements (>= 1) of ``ops`` (a
+    non-empty tuple or list of ``specs.DTENSOR_OPS``: elementwise math,
+    ``redistribute`` (to ``_StridedShard`` too), branches on
+    ``d.placements``, folded ``d.device_mesh`` / ``d.placements`` queries,
+    ``sum``, ``matmul``, ``DTensor.from_local`` round trips,
+    ``distribute_tensor``); returns ``full_tensor()``, ``to_local()`` and the
+    placements."""
+    if not isinstance(spec, DTensorSpec):
+        raise InvalidArgument(f"spec={spec!r} must be a DTensorSpec")
+    _check_integer("max_ops", max_ops, 1)
+    _check_choices("ops", ops, DTENSOR_OPS)
+    return _programs.dtensor_programs(spec, max_ops=max_ops, ops=ops)
+
+
+def query_examples(kind: str = "query", world: World | None = None) -> st.SearchStrategy[QueryExample]:
+    """A world (``world``, a ``World``, or drawn), inputs and a program of
+    ``kind`` (as ``programs``) for them (``wild`` ones a third of the time
+    under ``compile_on_one_rank``)."""
+    _check_kind(kind)
+    if world is not None:
+        _check_world("world", world, sizes_too=False)
+    return _query_examples(kind, world)
 
 
 @st.composite
-def query_examples(draw: Any, kind: str = "query", world: World | None = None) -> QueryExample:
-    """A world, inputs and a program of ``kind`` for them (``wild`` ones a
-    third of the time under ``compile_on_one_rank``)."""
+def _query_examples(draw: Any, kind: str, world: World | None) -> QueryExample:
     world = world or draw(worlds())
     inputs, tensor_ndim = draw(query_inputs(world, subsets=kind == "wild"))
     program = draw(programs(world, inputs, tensor_ndim, kind=kind))
@@ -234,8 +379,6 @@ def _vary_inputs(draw: Any, world: World, a: QueryInputs, tensor_ndim: int) -> Q
     change = draw(st.sampled_from(["keep", "keep", "one", "all", "equal", "equal"]))
     if change == "equal":
         # New objects, equal by ==; a user placement's own state may differ.
-        from .specs import TaggedShard
-
         ps_b = tuple(TaggedShard(p.dim, draw(st.integers(0, 2))) if isinstance(p, TaggedShard)
                      else copy.copy(p) for p in ps_b)
     elif change == "one" and ps_b:
@@ -278,11 +421,22 @@ def guard_examples(draw: Any) -> GuardExample:
     return GuardExample(world_a, inputs_a, world_b, inputs_b, program, same_world=False)
 
 
+def dtensor_examples(world: World | int = 2, *, ops: tuple[str, ...] | None = None,
+                     strided: bool | None = None) -> st.SearchStrategy[DTensorExample]:
+    """A DTensor spec on a mesh over ``world`` (a ``World`` or a world size;
+    2 ranks by default) and a DTensor program of ``ops`` for it, with
+    ``_StridedShard`` inputs if ``strided``. By default (None), only what is
+    expected to compile (``specs.COMPILABLE_DTENSOR_OPS``,
+    ``specs.DTENSOR_STRIDED_INPUTS``)."""
+    _check_world("world", world)
+    if ops is not None:
+        _check_choices("ops", ops, DTENSOR_OPS)
+    _check_bool("strided", strided, optional=True)
+    return _dtensor_examples(world, ops, strided)
+
+
 @st.composite
-def dtensor_examples(draw: Any, world: World | int = 2, *, ops: tuple[str, ...] | None = None,
-                     strided: bool | None = None) -> DTensorExample:
-    """A DTensor spec on a 2-rank world and a DTensor program for it. By
-    default, only what is expected to compile (``properties.DTENSOR_OPS``,
-    ``properties.DTENSOR_STRIDED_INPUTS``)."""
+def _dtensor_examples(draw: Any, world: World | int, ops: tuple[str, ...] | None,
+                      strided: bool | None) -> DTensorExample:
     spec = draw(dtensor_specs(world, strided=DTENSOR_STRIDED_INPUTS if strided is None else strided))
     return DTensorExample(spec, draw(dtensor_programs(spec, ops=COMPILABLE_DTENSOR_OPS if ops is None else ops)))

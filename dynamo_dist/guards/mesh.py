@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _compat as C
@@ -27,36 +28,105 @@ def _compact(value: Any) -> Any:
     return value
 
 
-def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> tuple:
+class _WeaklyReferenced:
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True, eq=False, init=False)
+class MeshFingerprint(_WeaklyReferenced):
+    """Everything a folded mesh answer can depend on, as a frozen value whose
+    hash is computed once. Equal fingerprints of live meshes are one object
+    (``known_fingerprint`` interns them), so the mesh guard compares them
+    with ``is``; ``==`` compares the hash first, then the fields."""
+
+    # The mesh's class.
+    mesh_type: type
+    # Every field this release's DeviceMesh.__eq__ compares (rank map, layout,
+    # device type, dim names, thread id; 2.15: _preserve_rank_order), a long
+    # rank map as its digest.
+    eq_fields: tuple
+    # The process group behind each mesh dim, by name.
+    group_names: tuple[str, ...]
+    # This rank's coordinate in the mesh; None when rank answers do not
+    # depend on it (``compile_on_one_rank``) or this rank is not in the mesh.
+    coordinate: tuple[int, ...] | None
+    # hash((mesh_type, eq_fields, group_names, coordinate)), computed once.
+    _hash: int = field(repr=False, compare=False)
+
+    def __init__(self, mesh_type: type, eq_fields: tuple, group_names: tuple[str, ...],
+                 coordinate: tuple[int, ...] | None) -> None:
+        # Frozen: fields are set once, here (a mesh seen for the first time
+        # pays for this on its first guard check).
+        init = object.__setattr__
+        init(self, "mesh_type", mesh_type)
+        init(self, "eq_fields", eq_fields)
+        init(self, "group_names", group_names)
+        init(self, "coordinate", coordinate)
+        init(self, "_hash", hash((mesh_type, eq_fields, group_names, coordinate)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not MeshFingerprint:
+            return NotImplemented
+        return (self._hash == other._hash and self.mesh_type is other.mesh_type
+                and self.eq_fields == other.eq_fields and self.group_names == other.group_names
+                and self.coordinate == other.coordinate)
+
+    def __reduce__(self) -> tuple:
+        # Made again from its fields (the hash is this process's own).
+        return MeshFingerprint, (self.mesh_type, self.eq_fields, self.group_names, self.coordinate)
+
+
+def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> MeshFingerprint:
     """Everything a folded mesh answer can depend on. This rank's coordinate
     counts unless rank answers are runtime ops (``compile_on_one_rank``);
     ``with_coordinate`` decides it without reading that config."""
     if with_coordinate is None:
         with_coordinate = not C.compile_on_one_rank()
     coordinate = mesh.get_coordinate() if with_coordinate else None
-    return (
+    return MeshFingerprint(
         type(mesh),
-        # Every field this release's DeviceMesh.__eq__ compares (layout, rank
-        # map, device type, dim names, thread id; 2.15: _preserve_rank_order).
         tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
         C.mesh_dim_group_names(mesh),
-        coordinate,
+        None if coordinate is None else tuple(coordinate),
     )
 
 
 # The fingerprint of each live mesh object, computed once: a mesh does not
 # change after construction, and a guard that meets an equal new mesh on every
 # call (a submesh sliced each step) then pays for its fields once per object.
-_KNOWN: dict[tuple[int, bool], tuple] = {}
+_KNOWN: dict[tuple[int, bool], MeshFingerprint] = {}
+# One object per distinct fingerprint while any mesh or guard holds it, so
+# that equal fingerprints are the same object.
+_INTERNED: "weakref.WeakValueDictionary[MeshFingerprint, MeshFingerprint]" = weakref.WeakValueDictionary()
 
 
-def known_fingerprint(mesh: Any, with_coordinate: bool) -> tuple:
-    """``mesh_fingerprint`` of a constructed mesh, remembered while it lives."""
+# A weak reference to each mesh in ``_KNOWN``, whose callback forgets it.
+_WATCHED: dict[tuple[int, bool], weakref.ref] = {}
+
+
+def _forget(key: tuple[int, bool]) -> Callable[[Any], None]:
+    def forget(_: Any) -> None:
+        _KNOWN.pop(key, None)
+        _WATCHED.pop(key, None)
+
+    return forget
+
+
+def known_fingerprint(mesh: Any, with_coordinate: bool) -> MeshFingerprint:
+    """``mesh_fingerprint`` of a constructed mesh, remembered while it lives;
+    equal fingerprints are one object."""
     key = (id(mesh), with_coordinate)
     found = _KNOWN.get(key)
     if found is None:
-        found = _KNOWN[key] = mesh_fingerprint(mesh, with_coordinate)
-        weakref.finalize(mesh, _KNOWN.pop, key, None)
+        computed = mesh_fingerprint(mesh, with_coordinate)
+        found = _INTERNED.setdefault(computed, computed)
+        _KNOWN[key] = found
+        _WATCHED[key] = weakref.ref(mesh, _forget(key))
     return found
 
 
@@ -74,9 +144,12 @@ def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
     expected = known_fingerprint(mesh_now, with_coordinate)
     same = weakref.ref(mesh_now)
     mesh_type = type(mesh_now)
+    known = _KNOWN.get
 
     def check(m: Any) -> bool:
-        return m is same() or (type(m) is mesh_type and known_fingerprint(m, with_coordinate) == expected)
+        # Interned: an equal fingerprint is ``expected`` itself.
+        return m is same() or (type(m) is mesh_type and (
+            known((id(m), with_coordinate)) or known_fingerprint(m, with_coordinate)) is expected)
 
     return check
 

@@ -8,20 +8,22 @@ sourced object is first wrapped (``dynamo_dist.guards``) and from sourceless
 objects only ever being derived from guarded ones.
 
 Each row of a member table has a ``Kind``, and the Kind alone selects the
-handler (``KIND_HANDLERS``); a tracker specialises a Kind by overriding its
-handler, never by testing a member's name.
+handler function (``KIND_HANDLERS``, Kind -> function); a tracker specialises a
+Kind by giving its own table another function for it, never by testing a
+member's name. A tracker class whose table has a row of a Kind it has no
+handler for fails when the class is defined.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 from .. import _compat as C
-from .breaks import describe, graph_break, log, raise_like_eager
+from .breaks import Break, describe, graph_break, log, raise_like_eager
 from .folding import NO_VALUE, constant_args, real_value
 from .identity import Identity
-from .members import Kind, Member
+from .members import Kind, Member, MemberTable
 from .rebuild import CallMethod, GetAttr, Rebuild, step_for
 from .runtime_rank import tensor_in_graph
 from .wrap import foldable, wrap_value
@@ -60,38 +62,76 @@ def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
         return C.constant(hash(real_value(tracker)))
     value, by_identity = tracker.vt_hash(tx)
     if by_identity and tracker.source is None:
-        graph_break(
-            "identity hash of a derived object",
-            repr(tracker),
-            "hash() of an object that hashes by identity (a process group taken "
-            "from a mesh) cannot be folded on this torch: nothing pins the object.",
-            ["Use `hash(pg.group_name)` instead, or pass the group in as an argument."],
-        )
+        graph_break(Break.IDENTITY_HASH, context=repr(tracker))
     return C.constant(value)
+
+
+# -- the handler of each Kind ------------------------------------------------
+# handler(tracker, tx, name, member, args, kwargs) -> the answer's tracker.
+Handler = Callable[["DistObjectVariable", Any, str, Member, list, dict], Any]
+
+
+def fold_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
+    """FOLD: evaluated on the real object; the answer is a constant, or stays
+    tracked (a mesh, a tuple of groups) and rebuilds from this object."""
+    return vt.evaluate(tx, name, member.method, args, kwargs)
+
+
+def rank_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
+    """RANK: folded, or a runtime op under ``compile_on_one_rank``."""
+    if C.compile_on_one_rank():
+        return vt.runtime_rank_member(tx, name, args, kwargs)
+    return vt.evaluate(tx, name, member.method, args, kwargs)
+
+
+def group_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
+    """GROUP: a tracked process group derived from this object (the mesh
+    tracker's handler also records which mesh dim it is)."""
+    return vt.evaluate(tx, name, member.method, args, kwargs)
+
+
+def tensor_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
+    """TENSOR: a tensor rebuilt in the graph from the folded values (the
+    guard on this object pins them), as ``torch.tensor(...)``."""
+    pargs, pkwargs = constant_args(tx, f"{type(vt.value).__name__}.{name}", args, kwargs)
+    try:
+        attr = getattr(vt.value, name)
+        value = attr(*pargs, **pkwargs) if member.method else attr
+    except Exception as e:
+        raise_like_eager(tx, e)
+    return tensor_in_graph(tx, value.tolist())
+
+
+def unsupported_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list,
+                       kwargs: dict) -> Any:
+    """BREAK: a clean graph break with the row's hint."""
+    what = f"{type(vt.value).__name__}.{name}"
+    graph_break(Break.UNSUPPORTED_MEMBER, context=what, label=vt.LABEL, what=what, hint=member.hint)
 
 
 class DistObjectVariable(C.Tracker):
     """Base tracker: a real distributed object, queried through a member table."""
 
-    MEMBERS: ClassVar[dict[str, Member]] = {}
+    MEMBERS: ClassVar[MemberTable] = MemberTable("object", {})
     LABEL: ClassVar[str] = "object"
-    # Kind -> the method that handles a row of that kind:
-    # handler(tx, name, member, args, kwargs) -> tracker.
-    KIND_HANDLERS: ClassVar[dict[Kind, str]] = {
-        Kind.FOLD: "fold_member",
-        Kind.RANK: "rank_member",
-        Kind.MESH: "object_member",
-        Kind.GROUP: "group_member",
-        Kind.GROUPS: "object_member",
-        Kind.TENSOR: "tensor_member",
-        Kind.DTENSOR_OP: "unsupported_member",  # only DTensor rows (variables/dtensor.py)
-        Kind.BREAK: "unsupported_member",
+    # Kind -> the function that handles a row of that kind (DTENSOR_OP rows
+    # are DTensor's, handled in variables/dtensor.py).
+    KIND_HANDLERS: ClassVar[Mapping[Kind, Handler]] = {
+        Kind.FOLD: fold_member,
+        Kind.RANK: rank_member,
+        Kind.GROUP: group_member,
+        Kind.TENSOR: tensor_member,
+        Kind.BREAK: unsupported_member,
     }
     REAL_VALUE_KNOWN = True
     STATE = ("value", "rebuild")
     # Private attributes torch's own traced code reads, folded like FOLD rows
     # (not table rows: users do not write them).
     FOLDED_PRIVATE: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.MEMBERS.require_handlers(cls.KIND_HANDLERS, f"{cls.__name__}.KIND_HANDLERS")
 
     def __init__(self, value: Any, rebuild: Rebuild | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -188,13 +228,7 @@ class DistObjectVariable(C.Tracker):
     # -- reconstruction ----------------------------------------------------
     def reconstruct(self, codegen: Any) -> None:
         if self.rebuild is None:
-            graph_break(
-                f"{self.LABEL} cannot be reconstructed",
-                repr(self.value),
-                f"A {self.LABEL} built inside the compiled region escapes it, and "
-                "dynamo_dist does not know how to rebuild it in bytecode.",
-                [f"Return the inputs you need instead of the {self.LABEL}, or build it outside."],
-            )
+            graph_break(Break.NOT_RECONSTRUCTIBLE, context=repr(self.value), label=self.LABEL)
         self.rebuild(codegen)
 
     # -- members -----------------------------------------------------------
@@ -221,48 +255,7 @@ class DistObjectVariable(C.Tracker):
 
     def apply_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
         """Dispatch a table row to the handler of its Kind."""
-        return getattr(self, self.KIND_HANDLERS[member.kind])(tx, name, member, args, kwargs)
-
-    # -- the handler of each Kind ---------------------------------------------
-    def fold_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """FOLD: evaluated on the real object, the answer is a constant."""
-        return self.evaluate(tx, name, member.method, args, kwargs)
-
-    def rank_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """RANK: folded, or a runtime op under ``compile_on_one_rank``."""
-        if C.compile_on_one_rank():
-            return self.runtime_rank_member(tx, name, args, kwargs)
-        return self.evaluate(tx, name, member.method, args, kwargs)
-
-    def object_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """MESH, GROUPS: evaluated on the real object; the answer (a mesh, a
-        tuple of groups) stays tracked and rebuilds from this object."""
-        return self.evaluate(tx, name, member.method, args, kwargs)
-
-    def group_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """GROUP: a tracked process group derived from this object."""
-        return self.evaluate(tx, name, member.method, args, kwargs)
-
-    def tensor_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """TENSOR: a tensor rebuilt in the graph from the folded values (the
-        guard on this object pins them), as ``torch.tensor(...)``."""
-        pargs, pkwargs = constant_args(tx, f"{type(self.value).__name__}.{name}", args, kwargs)
-        try:
-            attr = getattr(self.value, name)
-            value = attr(*pargs, **pkwargs) if member.method else attr
-        except Exception as e:
-            raise_like_eager(tx, e)
-        return tensor_in_graph(tx, value.tolist())
-
-    def unsupported_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        """BREAK: a clean graph break with the row's hint."""
-        graph_break(
-            f"unsupported {self.LABEL} member",
-            f"{type(self.value).__name__}.{name}",
-            f"`{type(self.value).__name__}.{name}` is not supported inside a compiled "
-            "region by dynamo_dist.",
-            [member.hint],
-        )
+        return self.KIND_HANDLERS[member.kind](self, tx, name, member, args, kwargs)
 
     def evaluate(self, tx: Any, name: str, method: bool, args: list, kwargs: dict) -> Any:
         """Evaluate ``value.name(*args)`` on the real object and wrap the answer."""
@@ -316,13 +309,6 @@ class DistObjectVariable(C.Tracker):
                 return C.wrap_sourced(tx, C.attr_source(self.source, name), value)
             if stock_kind is not None:
                 return C.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
-        graph_break(
-            f"unsupported {self.LABEL} member",
-            f"{cls.__name__}.{name}",
-            f"`{cls.__name__}.{name}` is not a member dynamo_dist can fold or trace, and "
-            "stock torch has no safe handling for it either.",
-            [
-                "Move this access outside the compiled function and pass the result in.",
-                f"Supported {self.LABEL} members: {', '.join(sorted(self.MEMBERS))}.",
-            ],
-        )
+        what = f"{cls.__name__}.{name}"
+        graph_break(Break.UNKNOWN_MEMBER, context=what, label=self.LABEL, what=what,
+                    members=", ".join(sorted(self.MEMBERS)))

@@ -1,14 +1,22 @@
 """Graph breaks and the user-facing text around them.
 
-Every break dynamo_dist makes has a ``gb_type`` starting with ``dynamo_dist:``,
-an explanation and at least one hint that says what to do.
+Every break dynamo_dist makes is declared once, in ``Break``: its ``gb_type``
+(which ``dynamo_dist:`` prefixes), its explanation and at least one hint that
+says what to do, as templates whose ``{fields}`` the break fills in. A break
+is raised by name, as torch's ``unimplemented`` is called by keyword:
+``graph_break(Break.NOT_FOLDABLE, context=..., what=..., type=...)``. The
+declarations are checked when this module is imported, and each call's
+fields against its declaration.
 """
 
 from __future__ import annotations
 
 import builtins
+import enum
 import logging
-from typing import Any
+import string
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from .. import _compat as C
 
@@ -16,27 +24,187 @@ GB_PREFIX = "dynamo_dist:"
 log = logging.getLogger("dynamo_dist.fold")
 break_log = logging.getLogger("dynamo_dist.breaks")
 
-
-def graph_break(gb_type: str, context: str, explanation: str, hints: list[str]) -> Any:
-    """A clean, explained graph break. ``gb_type`` never carries per-call data."""
-    break_log.debug("graph break %s %s (%s): %s Hint: %s", GB_PREFIX, gb_type, context, explanation,
-                    " Hint: ".join(hints))
-    C.break_graph(f"{GB_PREFIX} {gb_type}", context, explanation, hints)
+# The one field a gb_type may hold: the tracked type's label (DeviceMesh,
+# ProcessGroup, ...), one of a few fixed words, never per-call data.
+GB_TYPE_FIELDS = frozenset({"label"})
 
 
-def raise_like_eager(tx: Any, exc: BaseException) -> Any:
+class BreakDeclarationError(ValueError):
+    """A graph break declared without what the user needs to read."""
+
+
+@dataclass(frozen=True)
+class BreakSpec:
+    """What a graph break says: templates filled by ``graph_break``'s fields."""
+
+    gb_type: str
+    explanation: str
+    hints: tuple[str, ...]
+
+
+def _fields(template: str) -> set[str]:
+    """The ``{field}`` names of a template; a positional ``{}`` or ``{0}``
+    is not a field and fails (``BreakDeclarationError``)."""
+    names = set()
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise BreakDeclarationError(f"{{{field}}} in {template!r} is not a named field")
+        names.add(field)
+    return names
+
+
+def check_break(name: str, spec: BreakSpec) -> frozenset[str]:
+    """The fields of a break's templates, once its declaration is checked:
+    a gb_type without the prefix and without per-call data (only the
+    tracked type's ``{label}``), an explanation, at least one hint, only
+    named fields. Else ``BreakDeclarationError`` naming the break."""
+    def fail(problem: str) -> NoReturn:
+        raise BreakDeclarationError(f"graph break {name}: {problem}")
+
+    if not isinstance(spec, BreakSpec):
+        fail(f"declare it as a BreakSpec, not {spec!r}")
+    if not isinstance(spec.gb_type, str) or not isinstance(spec.explanation, str):
+        fail("gb_type and explanation must be strings")
+    if not spec.gb_type.strip() or spec.gb_type.startswith(GB_PREFIX):
+        fail(f"gb_type {spec.gb_type!r} must be non-empty text without the {GB_PREFIX!r} prefix")
+    if not spec.explanation.strip():
+        fail("an explanation is needed")
+    if not isinstance(spec.hints, tuple) or not spec.hints or not all(
+            isinstance(h, str) and h.strip() for h in spec.hints):
+        fail("needs a tuple of at least one non-empty hint (what the user should do)")
+    try:
+        in_gb_type = _fields(spec.gb_type)
+        fields = in_gb_type | _fields(spec.explanation) | set().union(*map(_fields, spec.hints))
+    except BreakDeclarationError as e:
+        fail(str(e))
+    if not in_gb_type <= GB_TYPE_FIELDS:
+        fail(f"gb_type may only name {sorted(GB_TYPE_FIELDS)} (no per-call data), not "
+             f"{sorted(in_gb_type - GB_TYPE_FIELDS)}")
+    return frozenset(fields)
+
+
+@enum.unique
+class Break(enum.Enum):
+    """Every graph break dynamo_dist makes."""
+
+    # -- members and calls of the tracked types -------------------------------
+    UNSUPPORTED_MEMBER = BreakSpec(
+        gb_type="unsupported {label} member",
+        explanation="`{what}` is not supported inside a compiled region by dynamo_dist.",
+        hints=("{hint}",),  # the member table row's hint
+    )
+    UNKNOWN_MEMBER = BreakSpec(
+        gb_type="unsupported {label} member",
+        explanation="`{what}` is not a member dynamo_dist can fold or trace, and stock torch has no safe "
+        "handling for it either.",
+        hints=("Move this access outside the compiled function and pass the result in.",
+               "Supported {label} members: {members}."),
+    )
+    UNSUPPORTED_CALL = BreakSpec(
+        gb_type="unsupported torch.distributed call",
+        explanation="`{what}` creates distributed state (communicators, groups); it cannot run inside a "
+        "compiled region.",
+        hints=("{hint}",),  # the member table row's hint
+    )
+    MESH_UNDER_CONSTRUCTION = BreakSpec(
+        gb_type="DeviceMesh under construction",
+        explanation="Dynamo reached a DeviceMesh whose constructor has not finished (mesh creation running "
+        "inside a compiled region).",
+        hints=("Create meshes once, outside the compiled function, and pass them in.",),
+    )
+    # -- answers and arguments ------------------------------------------------
+    ARGUMENT_NOT_CONSTANT = BreakSpec(
+        gb_type="argument is not a trace-time constant",
+        explanation="`{what}` was called with an argument whose value is only known when the graph runs (a "
+        "tensor or a dynamic value), so it cannot be folded.",
+        hints=("Pass Python ints/strings (not tensors or SymInts) to mesh, placement and process-group queries.",
+               "If the value comes from a tensor, compute it outside the compiled function."),
+    )
+    SEQUENCE_NOT_READABLE = BreakSpec(
+        gb_type="sequence argument cannot be read",
+        explanation="`{what}` got a {got} that Dynamo cannot iterate at trace time ({reason}), so its "
+        "placements cannot be folded.",
+        hints=("Pass a list or tuple of placements, e.g. `list(placements)` built outside the compiled "
+               "function, or give the class an `__iter__` Dynamo can trace.",),
+    )
+    NOT_FOLDABLE = BreakSpec(
+        gb_type="query result is not foldable",
+        explanation="`{what}` returned a {type}, which is neither a constant nor a mesh, placement or process "
+        "group, so it cannot be folded into the graph.",
+        hints=("Compute it outside the compiled function and pass the result in.",),
+    )
+    NON_BUILTIN_EXCEPTION = BreakSpec(
+        gb_type="query raised a non-builtin exception",
+        explanation="The query raised {exc_type}: {exc}. Dynamo can only re-raise builtin exception types "
+        "inside a compiled region.",
+        hints=("Fix the call so it does not raise, or make it outside the compiled function.",),
+    )
+    IDENTITY_HASH = BreakSpec(
+        gb_type="identity hash of a derived object",
+        explanation="hash() of an object that hashes by identity (a process group taken from a mesh) cannot "
+        "be folded on this torch: nothing pins the object.",
+        hints=("Use `hash(pg.group_name)` instead, or pass the group in as an argument.",),
+    )
+    # -- objects that escape, DTensors ----------------------------------------
+    NOT_RECONSTRUCTIBLE = BreakSpec(
+        gb_type="{label} cannot be reconstructed",
+        explanation="A {label} built inside the compiled region escapes it, and dynamo_dist does not know how "
+        "to rebuild it in bytecode.",
+        hints=("Return the inputs you need instead of the {label}, or build it outside.",),
+    )
+    DISTRIBUTE_REQUIRES_GRAD = BreakSpec(
+        gb_type="distribute_tensor of a tensor that requires grad",
+        explanation="distribute_tensor returns a new leaf DTensor that requires grad (a parameter); a compiled "
+        "graph cannot create leaves.",
+        hints=("Distribute parameters once, outside the compiled function (e.g. when building the model), or "
+               "pass `tensor.detach()`.",),
+    )
+
+    def __init__(self, spec: BreakSpec) -> None:
+        self.fields = check_break(self.name, spec)
+
+    @property
+    def gb_type(self) -> str:
+        return self.value.gb_type
+
+    @property
+    def explanation(self) -> str:
+        return self.value.explanation
+
+    @property
+    def hints(self) -> tuple[str, ...]:
+        return self.value.hints
+
+    def render(self, fields: dict[str, Any]) -> tuple[str, str, list[str]]:
+        """(gb_type with the prefix, explanation, hints), filled with ``fields``:
+        exactly the fields the templates name."""
+        if set(fields) != self.fields:
+            raise TypeError(f"graph break {self.name} takes the fields {sorted(self.fields)}, "
+                            f"not {sorted(fields)}")
+        return (f"{GB_PREFIX} {self.gb_type.format(**fields)}", self.explanation.format(**fields),
+                [hint.format(**fields) for hint in self.hints])
+
+
+def graph_break(kind: Break, /, *, context: str, **fields: Any) -> NoReturn:
+    """A clean, explained graph break of the declared ``kind``, its templates
+    filled with ``fields``. ``context`` is the per-call detail Dynamo reports
+    with it."""
+    gb_type, explanation, hints = kind.render(fields)
+    break_log.debug("graph break %s (%s): %s Hint: %s", gb_type, context, explanation, " Hint: ".join(hints))
+    C.break_graph(gb_type, context, explanation, hints)
+    raise AssertionError(f"graph break {kind.name}: Dynamo did not break the graph")
+
+
+def raise_like_eager(tx: Any, exc: BaseException) -> NoReturn:
     """Re-raise an exception the real object raised, as the user's program
     would see it in eager mode."""
     exc_type = type(exc)
     if getattr(builtins, exc_type.__name__, None) is exc_type:
         C.raise_observed(exc_type, tx, [str(a) for a in exc.args] or [str(exc)])
-    graph_break(
-        "query raised a non-builtin exception",
-        f"{exc_type.__name__}: {exc}",
-        f"The query raised {exc_type.__name__}: {exc}. Dynamo can only re-raise "
-        "builtin exception types inside a compiled region.",
-        ["Fix the call so it does not raise, or make it outside the compiled function."],
-    )
+    graph_break(Break.NON_BUILTIN_EXCEPTION, context=f"{exc_type.__name__}: {exc}",
+                exc_type=exc_type.__name__, exc=exc)
 
 
 def describe(value: Any) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import torch.distributed as dist
 
 from .. import _compat as C
-from .base import DistObjectVariable
+from .base import DistObjectVariable, Handler, group_member
 from .breaks import raise_like_eager
 from .folding import constant_args
-from .members import DEVICE_MESH_MEMBERS, Member
+from .members import DEVICE_MESH_MEMBERS, Kind, Member
 from .runtime_rank import runtime_coordinate, runtime_rank_in
 from .wrap import register
 
@@ -20,15 +20,66 @@ def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
     return C.frame_state(tx, "meshes")
 
 
+def mesh_group_member(vt: "DeviceMeshVariable", tx: Any, name: str, member: Member, args: list,
+                      kwargs: dict) -> Any:
+    """GROUP on a mesh: the group of a mesh dim, which remembers that dim, so
+    its rank can be computed from the mesh's rank table under
+    compile_on_one_rank (identical on every rank) rather than from this
+    rank's own group members."""
+    result = group_member(vt, tx, name, member, args, kwargs)
+    dim = (list(args) + list(kwargs.values()) or [None])[0]
+    index = dim.as_python_constant() if dim is not None else 0
+    if isinstance(index, str):
+        index = C.mesh_dim_index(vt.value, index)
+    elif isinstance(index, int):
+        index %= vt.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
+    result.mesh_dim = (vt.value, index) if group_follows_mesh(vt.value, index) else None
+    return result
+
+
+def runtime_global_rank(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: dict) -> Any:
+    return runtime_rank_in(tx, list(range(dist.get_world_size())))
+
+
+def runtime_mesh_coordinate(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: dict) -> Any:
+    mesh = vt.value
+    if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
+        return C.constant(None)
+    full = C.mesh_full_tensor_list(mesh)
+    return C.make_tuple([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
+
+
+def runtime_local_rank(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: dict) -> Any:
+    # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
+    # (same errors as eager), only the rank itself is computed at run time.
+    mesh = vt.value
+    full = C.mesh_full_tensor_list(mesh)
+    pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
+    dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
+    try:
+        mesh.get_local_rank(dim)  # raises like eager on a bad dim
+        index = 0 if dim is None else (
+            C.mesh_dim_index(mesh, dim) if isinstance(dim, str) else dim % mesh.ndim
+        )
+    except Exception as e:
+        raise_like_eager(tx, e)
+    if not group_follows_mesh(mesh, index):
+        return runtime_rank_in(tx, dist.get_process_group_ranks(mesh.get_group(index)))
+    return runtime_coordinate(tx, full, index)
+
+
 class DeviceMeshVariable(DistObjectVariable):
     MEMBERS = DEVICE_MESH_MEMBERS
     LABEL = "DeviceMesh"
     FOLDED_PRIVATE = C.FOLDED_PRIVATE_MESH_ATTRIBUTES
-    # RANK rows under compile_on_one_rank: the graph computation of each.
-    RUNTIME_RANK: ClassVar[dict[str, str]] = {
-        "get_rank": "runtime_global_rank",
-        "get_local_rank": "runtime_local_rank",
-        "get_coordinate": "runtime_coordinate",
+    KIND_HANDLERS: ClassVar[Mapping[Kind, Handler]] = {
+        **DistObjectVariable.KIND_HANDLERS, Kind.GROUP: mesh_group_member,
+    }
+    # RANK rows under compile_on_one_rank: the function computing each in the graph.
+    RUNTIME_RANK: ClassVar[Mapping[str, Callable[..., Any]]] = {
+        "get_rank": runtime_global_rank,
+        "get_local_rank": runtime_local_rank,
+        "get_coordinate": runtime_mesh_coordinate,
     }
 
     def __init__(self, value: Any, **kwargs: Any) -> None:
@@ -46,50 +97,8 @@ class DeviceMeshVariable(DistObjectVariable):
         # rebuilt as parent[key]; no graph node.
         return self.apply_member(tx, "__getitem__", self.MEMBERS["__getitem__"], [key], {})
 
-    def group_member(self, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
-        result = super().group_member(tx, name, member, args, kwargs)
-        # Remember which mesh dim the group is, so its rank can be computed
-        # from the mesh's rank table under compile_on_one_rank (identical
-        # on every rank) rather than from this rank's own group members.
-        dim = (list(args) + list(kwargs.values()) or [None])[0]
-        index = dim.as_python_constant() if dim is not None else 0
-        if isinstance(index, str):
-            index = C.mesh_dim_index(self.value, index)
-        elif isinstance(index, int):
-            index %= self.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
-        result.mesh_dim = (self.value, index) if group_follows_mesh(self.value, index) else None
-        return result
-
     def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
-        return getattr(self, self.RUNTIME_RANK[name])(tx, args, kwargs)
-
-    def runtime_global_rank(self, tx: Any, args: list, kwargs: dict) -> Any:
-        return runtime_rank_in(tx, list(range(dist.get_world_size())))
-
-    def runtime_coordinate(self, tx: Any, args: list, kwargs: dict) -> Any:
-        mesh = self.value
-        if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
-            return C.constant(None)
-        full = C.mesh_full_tensor_list(mesh)
-        return C.make_tuple([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
-
-    def runtime_local_rank(self, tx: Any, args: list, kwargs: dict) -> Any:
-        # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
-        # (same errors as eager), only the rank itself is computed at run time.
-        mesh = self.value
-        full = C.mesh_full_tensor_list(mesh)
-        pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
-        dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
-        try:
-            mesh.get_local_rank(dim)  # raises like eager on a bad dim
-            index = 0 if dim is None else (
-                C.mesh_dim_index(mesh, dim) if isinstance(dim, str) else dim % mesh.ndim
-            )
-        except Exception as e:
-            raise_like_eager(tx, e)
-        if not group_follows_mesh(mesh, index):
-            return runtime_rank_in(tx, dist.get_process_group_ranks(mesh.get_group(index)))
-        return runtime_coordinate(tx, full, index)
+        return self.RUNTIME_RANK[name](self, tx, args, kwargs)
 
 
 def group_follows_mesh(mesh: Any, index: int) -> bool:
@@ -104,5 +113,8 @@ def group_follows_mesh(mesh: Any, index: int) -> bool:
     row = mesh.mesh[(*coordinate[:index], slice(None), *coordinate[index + 1:])].tolist()
     return dist.get_process_group_ranks(mesh.get_group(index)) == row
 
+
+DEVICE_MESH_MEMBERS.require_named_handlers(DeviceMeshVariable.RUNTIME_RANK, "DeviceMeshVariable.RUNTIME_RANK",
+                                           lambda name, member: member.kind is Kind.RANK)
 
 register(C.DeviceMesh, lambda value, rebuild: DeviceMeshVariable(value, rebuild=rebuild))

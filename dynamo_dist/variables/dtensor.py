@@ -28,7 +28,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from .. import _compat as C
 from ..caching import baked_ops
 from ..caching.keys import constant_identity
-from .breaks import describe, describe_call, graph_break, log
+from .breaks import Break, describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
 from .importable import ImportableObjectVariable
@@ -37,7 +37,7 @@ from .wrap import tracker_for
 
 # The DTensor table drives this module: DTENSOR_OP rows are operations
 # (``DTensor`` methods, or functions: static methods of ``DTensor`` and
-# ``torch.distributed.tensor`` functions), FOLD and MESH rows are attributes.
+# ``torch.distributed.tensor`` functions), FOLD rows are attributes.
 _FUNCTION_SOURCES = (DTensor, torch.distributed.tensor)
 
 
@@ -110,21 +110,22 @@ def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: A
 # -- attributes of DTensors made in the frame ----------------------------------
 
 def _fold_attribute(tx: Any, value: Any) -> Any:
-    """FOLD (``placements``): the answer as trackers, when every part rebuilds."""
+    """FOLD: the answer as trackers, by its type: a mesh (``device_mesh``)
+    is the tracker of that mesh known in this frame; a tuple of placements
+    (``placements``) the tuple of their trackers, when every one rebuilds;
+    anything else (``_spec``) is left to stock."""
+    if isinstance(value, C.DeviceMesh):
+        return known_meshes(tx).get(id(value))
     if not isinstance(value, (tuple, list)):
-        return None  # not a tuple of placements (``_spec``): stock's handling
+        return None
     items = [tracker_for(p) for p in value]
     if any(i is None or i.rebuild is None and not C.is_builtin_placement_type(type(i.value)) for i in items):
         return None
     return C.make_tuple(items)
 
 
-def _mesh_attribute(tx: Any, value: Any) -> Any:
-    """MESH (``device_mesh``): the tracker of a mesh known in this frame."""
-    return known_meshes(tx).get(id(value))
-
-
-_ATTRIBUTE_HANDLERS = {Kind.FOLD: _fold_attribute, Kind.MESH: _mesh_attribute}
+# Kind -> the function that answers an attribute row of that kind.
+_ATTRIBUTE_HANDLERS: dict[Kind, Callable[[Any, Any], Any]] = {Kind.FOLD: _fold_attribute}
 
 
 def var_getattr(tx: Any, self_vt: Any, name: str) -> Any:
@@ -269,14 +270,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
     if mesh is None:
         return None
     if tensor.requires_grad:
-        graph_break(
-            "distribute_tensor of a tensor that requires grad",
-            "distribute_tensor(...)",
-            "distribute_tensor returns a new leaf DTensor that requires grad (a parameter); a "
-            "compiled graph cannot create leaves.",
-            ["Distribute parameters once, outside the compiled function (e.g. when building the "
-             "model), or pass `tensor.detach()`."],
-        )
+        graph_break(Break.DISTRIBUTE_REQUIRES_GRAD, context="distribute_tensor(...)")
     src_data_rank = options.pop("src_data_rank", 0)
     sources = _broadcast_sources(mesh, src_data_rank)
     shown = ", ".join(f"{k}={describe(v)}" for k, v in options.items())
@@ -307,4 +301,11 @@ _FUNCTION_HANDLERS: dict[str, Callable[[Any, list, dict], Any]] = {
     "from_local": _from_local,
     "distribute_tensor": _distribute_tensor,
 }
-assert set(_FUNCTION_HANDLERS) == set(_FUNCTION_NAMES), "members.DTENSOR_MEMBERS and dtensor.py disagree"
+# Every row is handled: attributes by Kind, methods as one graph call
+# (``call_method``), functions by their own tracing.
+DTENSOR_MEMBERS.require_handlers(_ATTRIBUTE_HANDLERS, "dtensor._ATTRIBUTE_HANDLERS",
+                                 lambda name, member: not member.method)
+DTENSOR_MEMBERS.require_handlers({Kind.DTENSOR_OP: call_method}, "dtensor.call_method",
+                                 lambda name, member: member.method and not _is_function_row(name))
+DTENSOR_MEMBERS.require_named_handlers(_FUNCTION_HANDLERS, "dtensor._FUNCTION_HANDLERS",
+                                       lambda name, member: member.method and _is_function_row(name))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _compat as C
-from .breaks import graph_break
+from .breaks import Break, graph_break
 
 NO_VALUE = object()
 
@@ -40,15 +40,9 @@ def as_readable_sequence(tx: Any, vt: Any, what: str) -> Any:
     try:
         return C.as_list(tx, vt)
     except C.Unsupported as e:
-        graph_break(
-            "sequence argument cannot be read",
-            f"{what}: {type(vt).__name__}",
-            f"`{what}` got a {vt.python_type().__name__ if hasattr(vt, 'python_type') else 'value'} "
-            f"that Dynamo cannot iterate at trace time ({str(e).splitlines()[0]}), so its placements "
-            "cannot be folded.",
-            ["Pass a list or tuple of placements, e.g. `list(placements)` built outside the compiled "
-             "function, or give the class an `__iter__` Dynamo can trace."],
-        )
+        graph_break(Break.SEQUENCE_NOT_READABLE, context=f"{what}: {type(vt).__name__}", what=what,
+                    got=vt.python_type().__name__ if hasattr(vt, "python_type") else "value",
+                    reason=str(e).splitlines()[0])
 
 
 def constants_or_none(args: list, kwargs: dict) -> tuple[list, dict] | None:
@@ -65,14 +59,4 @@ def constant_args(tx: Any, what: str, args: list, kwargs: dict) -> tuple[list, d
     consts = constants_or_none(args, kwargs)
     if consts is not None:
         return consts
-    graph_break(
-        "argument is not a trace-time constant",
-        f"{what} args={args} kwargs={kwargs}",
-        f"`{what}` was called with an argument whose value is only known when the "
-        "graph runs (a tensor or a dynamic value), so it cannot be folded.",
-        [
-            "Pass Python ints/strings (not tensors or SymInts) to mesh, placement "
-            "and process-group queries.",
-            "If the value comes from a tensor, compute it outside the compiled function.",
-        ],
-    )
+    graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what} args={args} kwargs={kwargs}", what=what)

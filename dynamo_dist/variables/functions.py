@@ -4,7 +4,7 @@ cleanly (``init_device_mesh`` inside a compiled region)."""
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import torch.distributed as dist
 import torch.distributed.device_mesh
@@ -12,7 +12,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from .. import _compat as C
 from ..guards import install_default_group_guard
-from .breaks import describe, describe_call, graph_break, log, raise_like_eager
+from .breaks import Break, describe, describe_call, graph_break, log, raise_like_eager
 from .folding import constant_args
 from .importable import ImportableObjectVariable
 from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind, Member
@@ -37,13 +37,47 @@ def dist_functions() -> dict[Any, str]:
     return found
 
 
+# -- the handler of each Kind ------------------------------------------------
+# handler(tracker, tx, member, args, kwargs) -> the answer's tracker.
+CallHandler = Callable[["DistFunctionVariable", Any, Member, list, dict], Any]
+
+
+def unsupported_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+    """BREAK: a clean graph break with the row's hint."""
+    what = f"torch.distributed.{vt.name}"
+    graph_break(Break.UNSUPPORTED_CALL, context=what, what=what, hint=member.hint)
+
+
+def rank_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+    """RANK: folded, or a runtime op under ``compile_on_one_rank``."""
+    if not C.compile_on_one_rank():
+        return fold_call(vt, tx, member, args, kwargs)
+    vt._arguments(tx, args, kwargs)
+    group_vt = (args or list(kwargs.values()) or [None])[0]
+    if isinstance(group_vt, ProcessGroupVariable):
+        return runtime_group_rank(tx, group_vt)
+    return runtime_rank_in(tx, list(range(dist.get_world_size())))
+
+
+def fold_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+    """FOLD: called with the arguments' trace-time values; the answer wrapped."""
+    pargs, pkwargs = vt._arguments(tx, args, kwargs)
+    what = f"torch.distributed.{vt.name}"
+    try:
+        result = vt.value(*pargs, **pkwargs)
+    except Exception as e:
+        raise_like_eager(tx, e)
+    log.debug("folded %s(%s) -> %s", what, describe_call(pargs, pkwargs), describe(result))
+    return wrap_value(tx, result, Rebuild(vt, ()), what)
+
+
 class DistFunctionVariable(ImportableObjectVariable):
     STATE = ("name",)
-    # Kind -> the method that handles a call of a function of that kind.
-    KIND_HANDLERS: ClassVar[dict[Kind, str]] = {
-        Kind.FOLD: "fold_call",
-        Kind.RANK: "rank_call",
-        Kind.BREAK: "unsupported_call",
+    # Kind -> the function that handles a call of a function of that kind.
+    KIND_HANDLERS: ClassVar[Mapping[Kind, CallHandler]] = {
+        Kind.FOLD: fold_call,
+        Kind.RANK: rank_call,
+        Kind.BREAK: unsupported_call,
     }
 
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
@@ -52,36 +86,7 @@ class DistFunctionVariable(ImportableObjectVariable):
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         member = _FUNCTIONS[self.name]
-        return getattr(self, self.KIND_HANDLERS[member.kind])(tx, member, args, kwargs)
-
-    def unsupported_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
-        what = f"torch.distributed.{self.name}"
-        graph_break(
-            "unsupported torch.distributed call",
-            what,
-            f"`{what}` creates distributed state (communicators, groups); it cannot "
-            "run inside a compiled region.",
-            [member.hint],
-        )
-
-    def rank_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
-        if not C.compile_on_one_rank():
-            return self.fold_call(tx, member, args, kwargs)
-        self._arguments(tx, args, kwargs)
-        group_vt = (args or list(kwargs.values()) or [None])[0]
-        if isinstance(group_vt, ProcessGroupVariable):
-            return runtime_group_rank(tx, group_vt)
-        return runtime_rank_in(tx, list(range(dist.get_world_size())))
-
-    def fold_call(self, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
-        pargs, pkwargs = self._arguments(tx, args, kwargs)
-        what = f"torch.distributed.{self.name}"
-        try:
-            result = self.value(*pargs, **pkwargs)
-        except Exception as e:
-            raise_like_eager(tx, e)
-        log.debug("folded %s(%s) -> %s", what, describe_call(pargs, pkwargs), describe(result))
-        return wrap_value(tx, result, Rebuild(self, ()), what)
+        return self.KIND_HANDLERS[member.kind](self, tx, member, args, kwargs)
 
     def _arguments(self, tx: Any, args: list, kwargs: dict) -> tuple[list, dict]:
         pargs, pkwargs = constant_args(tx, f"torch.distributed.{self.name}", args, kwargs)
@@ -89,3 +94,7 @@ class DistFunctionVariable(ImportableObjectVariable):
             # Answer depends on the default group: guard its identity.
             install_default_group_guard(tx)
         return pargs, pkwargs
+
+
+DIST_FUNCTIONS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")
+C10D_GROUP_HELPERS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")

@@ -1,41 +1,170 @@
 """Declarative member tables: one row per member of a tracked distributed type.
 
-The same tables drive the trackers (``variables/*.py``), the README coverage
-table (``python -m dynamo_dist coverage``) and the tests that walk them. A
-member not listed here is handled by the fallback described in
-``base.DistObjectVariable.unknown_member``; each ``Kind`` selects one
-handler (``base.DistObjectVariable.KIND_HANDLERS``, the DTensor handlers in
-``dtensor.py``, ``functions.DistFunctionVariable.KIND_HANDLERS``): members stock torch evaluates on
-the real object are folded the same way, everything else is a clean
-``dynamo_dist:`` graph break.
+The same tables drive the trackers (``variables/*.py``), the coverage page
+(``python -m dynamo_dist coverage``) and the tests that walk them. A member
+not listed here is handled by the fallback described in
+``base.DistObjectVariable.unknown_member``; each ``Kind`` selects one handler
+function in the table of the tracker that reads the rows
+(``base.DistObjectVariable.KIND_HANDLERS``,
+``functions.DistFunctionVariable.KIND_HANDLERS``, the DTensor handlers in
+``dtensor.py``): members stock torch evaluates on the real object are folded
+the same way, everything else is a clean ``dynamo_dist:`` graph break.
+
+A table checks its rows when it is defined (``MemberTable``), and a tracker
+checks that it has a handler for every Kind its table uses, so a wrong row
+fails at import time with the table and member named.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
 
 
 class Kind(enum.Enum):
+    """How a member is handled. Only Kinds whose handling differs are Kinds;
+    a finer description for the coverage page is a row's ``outcome``."""
+
+    # Evaluated on the real object; the answer is wrapped by its type: a
+    # constant, or a tracked mesh, group or placement (or a tuple of them)
+    # that rebuilds from this object.
     FOLD = "folds to a constant"
+    # Folded, or a runtime op under compile_on_one_rank.
     RANK = "folds (rank-dependent; runtime op under compile_on_one_rank)"
-    MESH = "tracked mesh (no graph node)"
+    # A tracked process group that remembers the mesh dim it is (the mesh's
+    # rank table then computes its rank under compile_on_one_rank).
     GROUP = "tracked process group"
-    GROUPS = "tuple/list of tracked process groups"
+    # A tensor built in the graph from the folded values.
     TENSOR = "tensor built in the graph from the folded rank table"
+    # One graph call with the mesh and placements folded in (DTensor rows).
     DTENSOR_OP = "one graph call, mesh and placements (any sequence) folded in"
+    # A clean graph break with the row's hint.
     BREAK = "graph break with hint"
 
 
-@dataclass(frozen=True)
+# Kinds whose handlers compute a call's answer (a runtime rank op, the group
+# of a mesh dim, a DTensor operation): their rows are methods or functions.
+_CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP})
+
+# Row outcomes the coverage page spells out (a FOLD answer that stays tracked).
+TRACKED_MESH = "tracked mesh (no graph node)"
+TRACKED_GROUPS = "tuple/list of tracked process groups"
+
+
+class MemberTableError(ValueError):
+    """A member table row that cannot be handled as declared."""
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     kind: Kind
+    # A method (called) rather than an attribute (read).
     method: bool = False
-    # For BREAK rows: what the user should do instead.
+    # BREAK rows only: what the user should do instead.
     hint: str = ""
+    # What the coverage page says the plugin does, where it says more than
+    # the Kind's own description (``Kind.FOLD`` answering a tracked mesh).
+    outcome: str = ""
+
+    def problems(self) -> list[str]:
+        """What is wrong with this row as declared (nothing: ``[]``)."""
+        if not isinstance(self.kind, Kind):
+            return [f"kind must be a Kind, not {self.kind!r}"]
+        found = []
+        if not isinstance(self.method, bool):
+            found.append(f"method must be True or False, not {self.method!r}")
+        if not isinstance(self.hint, str) or not isinstance(self.outcome, str):
+            found.append("hint and outcome must be strings")
+        elif self.kind is Kind.BREAK:
+            if not self.hint.strip():
+                found.append("a BREAK row needs a hint (what the user should do instead)")
+            if self.outcome:
+                found.append("a BREAK row's coverage text is its hint; it takes no outcome")
+        elif self.hint:
+            found.append(f"only BREAK rows have a hint; this row is {self.kind.name}")
+        if self.kind in _CALL_KINDS and self.method is False:
+            found.append(f"a {self.kind.name} row is a method (its handler computes a call), "
+                         "but method=False")
+        return found
+
+    def describe(self) -> str:
+        """What the plugin does with this member, as the coverage page says it."""
+        if self.kind is Kind.BREAK:
+            return f"graph break, hint: {self.hint.split(':')[0].split('. ')[0].rstrip('.')}"
+        return self.outcome or self.kind.value
 
 
-DEVICE_MESH_MEMBERS: dict[str, Member] = {
+class MemberTable(Mapping[str, Member]):
+    """The rows of one tracked type, checked when the table is defined:
+    each row by ``Member.problems``, and with ``calls_only`` (a table of
+    functions) every row a call. Read-only."""
+
+    __slots__ = ("name", "calls_only", "_rows")
+
+    def __init__(self, name: str, rows: Mapping[str, Member], *, calls_only: bool = False) -> None:
+        self.name = name
+        self.calls_only = calls_only
+        self._rows = dict(rows)
+        found = []
+        for member_name, member in self._rows.items():
+            if not isinstance(member_name, str) or not member_name.isidentifier():
+                found.append(f"{member_name!r}: a member name must be an identifier")
+                continue
+            if not isinstance(member, Member):
+                found.append(f"{member_name}: a row must be a Member, not {member!r}")
+                continue
+            problems = member.problems()
+            if calls_only and member.method is False:
+                problems.append("every row of this table is a function call, but method=False")
+            found += [f"{member_name}: {p}" for p in problems]
+        if found:
+            raise MemberTableError(f"member table {name!r}: " + "; ".join(found))
+
+    def __getitem__(self, name: str) -> Member:
+        return self._rows[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._rows.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"MemberTable({self.name!r}, {len(self._rows)} rows)"
+
+    def require_handlers(self, handlers: Mapping[Kind, Callable[..., Any]], consumer: str,
+                         rows: Callable[[str, Member], bool] = lambda name, member: True) -> None:
+        """Check that ``consumer``'s ``handlers`` (Kind -> function) handle
+        every row of this table (every row ``rows(name, member)`` selects)."""
+        found = [f"{name}: {member.kind.name} has no handler in {consumer}"
+                 for name, member in self._rows.items() if rows(name, member) and member.kind not in handlers]
+        found += [f"the handler of {kind.name} in {consumer} is not callable"
+                  for kind, handler in handlers.items() if not callable(handler)]
+        if found:
+            raise MemberTableError(f"member table {self.name!r}: " + "; ".join(found))
+
+    def require_named_handlers(self, handlers: Mapping[str, Callable[..., Any]], consumer: str,
+                               rows: Callable[[str, Member], bool]) -> None:
+        """Check that ``consumer``'s ``handlers`` (member name -> function)
+        are exactly the rows ``rows(name, member)`` selects, each a function."""
+        wanted = {name for name, member in self._rows.items() if rows(name, member)}
+        found = [f"{name}: no handler in {consumer}" for name in sorted(wanted - set(handlers))]
+        found += [f"{name}: {consumer} has a handler but the table has no such row"
+                  for name in sorted(set(handlers) - wanted)]
+        found += [f"{name}: the handler in {consumer} is not callable"
+                  for name, handler in handlers.items() if not callable(handler)]
+        if found:
+            raise MemberTableError(f"member table {self.name!r}: " + "; ".join(found))
+
+
+DEVICE_MESH_MEMBERS = MemberTable("DeviceMesh", {
     "ndim": Member(Kind.FOLD),
     "shape": Member(Kind.FOLD),
     "size": Member(Kind.FOLD, method=True),
@@ -44,23 +173,23 @@ DEVICE_MESH_MEMBERS: dict[str, Member] = {
     "get_rank": Member(Kind.RANK, method=True),
     "get_local_rank": Member(Kind.RANK, method=True),
     "get_coordinate": Member(Kind.RANK, method=True),
-    "__getitem__": Member(Kind.MESH, method=True),
-    "_flatten": Member(Kind.MESH, method=True),
+    "__getitem__": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
+    "_flatten": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
     "get_group": Member(Kind.GROUP, method=True),
-    "get_all_groups": Member(Kind.GROUPS, method=True),
+    "get_all_groups": Member(Kind.FOLD, method=True, outcome=TRACKED_GROUPS),
     "mesh": Member(Kind.TENSOR),
-}
+})
 
-PLACEMENT_MEMBERS: dict[str, Member] = {
+PLACEMENT_MEMBERS = MemberTable("Placement", {
     "is_shard": Member(Kind.FOLD, method=True),
     "is_replicate": Member(Kind.FOLD, method=True),
     "is_partial": Member(Kind.FOLD, method=True),
     "dim": Member(Kind.FOLD),
     "reduce_op": Member(Kind.FOLD),
     "split_factor": Member(Kind.FOLD),
-}
+})
 
-PROCESS_GROUP_MEMBERS: dict[str, Member] = {
+PROCESS_GROUP_MEMBERS = MemberTable("ProcessGroup", {
     "rank": Member(Kind.RANK, method=True),
     "size": Member(Kind.FOLD, method=True),
     "group_name": Member(Kind.FOLD),
@@ -77,10 +206,10 @@ PROCESS_GROUP_MEMBERS: dict[str, Member] = {
         )
         for op in ("allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall", "barrier", "send", "recv")
     },
-}
+})
 
 # torch.distributed functions that fold when given tracked groups.
-DIST_FUNCTIONS: dict[str, Member] = {
+DIST_FUNCTIONS = MemberTable("torch.distributed", {
     "get_rank": Member(Kind.RANK, method=True),
     "get_world_size": Member(Kind.FOLD, method=True),
     "get_process_group_ranks": Member(Kind.FOLD, method=True),
@@ -99,34 +228,31 @@ DIST_FUNCTIONS: dict[str, Member] = {
         method=True,
         hint="Create process groups outside the compiled function and pass them in.",
     ),
-}
+}, calls_only=True)
 
 # c10d helpers that functional collectives call on the group they are given
 # (stock folds them only for its own group tracker). Internal: not in the
 # coverage table; the funcol cases exercise them.
-C10D_GROUP_HELPERS: dict[str, Member] = {
+C10D_GROUP_HELPERS = MemberTable("c10d", {
     name: Member(Kind.FOLD, method=True)
     for name in ("_get_group_size_by_name", "_get_group_tag", "_rank_not_in_group",
                  "_resolve_group_name_by_ranks_and_tag")
-}
+}, calls_only=True)
 
 # DTensor members and functions. Attributes are read through the trackers
 # above; the operations become one graph call each (variables/dtensor.py).
-DTENSOR_MEMBERS: dict[str, Member] = {
+DTENSOR_MEMBERS = MemberTable("DTensor", {
     "placements": Member(Kind.FOLD),
-    "device_mesh": Member(Kind.MESH),
+    "device_mesh": Member(Kind.FOLD, outcome=TRACKED_MESH),
     "_spec": Member(Kind.FOLD),
     "from_local": Member(Kind.DTENSOR_OP, method=True),
     "to_local": Member(Kind.DTENSOR_OP, method=True),
     "redistribute": Member(Kind.DTENSOR_OP, method=True),
     "full_tensor": Member(Kind.DTENSOR_OP, method=True),
     "distribute_tensor": Member(Kind.DTENSOR_OP, method=True),
-}
+})
 
-ALL_TABLES: dict[str, dict[str, Member]] = {
-    "DeviceMesh": DEVICE_MESH_MEMBERS,
-    "Placement": PLACEMENT_MEMBERS,
-    "ProcessGroup": PROCESS_GROUP_MEMBERS,
-    "torch.distributed": DIST_FUNCTIONS,
-    "DTensor": DTENSOR_MEMBERS,
+ALL_TABLES: dict[str, MemberTable] = {
+    table.name: table
+    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS)
 }

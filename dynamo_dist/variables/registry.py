@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _compat as C
 from .. import guards
-from .breaks import graph_break
+from .breaks import Break, graph_break
 from .classes import DistClassVariable, is_tracked_class
 from .device_mesh import DeviceMeshVariable
 from .dtensor import DTensorFunctionVariable, dtensor_functions
@@ -59,13 +59,7 @@ def tracker_for_source(tx: Any, source: Any, value: Any) -> Any:
             # A mesh still being constructed: Dynamo is tracing DeviceMesh's
             # own __init__ (init_device_mesh ran after a graph break). Stock
             # crashes here; we let that frame run eagerly.
-            graph_break(
-                "DeviceMesh under construction",
-                type(value).__name__,
-                "Dynamo reached a DeviceMesh whose constructor has not finished "
-                "(mesh creation running inside a compiled region).",
-                ["Create meshes once, outside the compiled function, and pass them in."],
-            )
+            graph_break(Break.MESH_UNDER_CONSTRUCTION, context=type(value).__name__)
         guards.install_mesh_guard(source, value)
         return DeviceMeshVariable(value, source=source)
     if C.STOCK_TRACKS_WORLD_HOLDERS and C.is_world_holder(value):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import _compat as C
-from .breaks import graph_break
+from .breaks import Break, graph_break
 from .rebuild import GetItem, Rebuild
 
 # (base type, factory(value, rebuild) -> tracker), checked with isinstance.
@@ -56,10 +56,5 @@ def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> Any:
         return C.make_tuple(items) if isinstance(value, tuple) else C.make_list(items)
     if C.is_literal(value):
         return C.constant(value)
-    graph_break(
-        "query result is not foldable",
-        f"{what} -> {type(value).__name__}",
-        f"`{what}` returned a {type(value).__name__}, which is neither a constant nor a "
-        "mesh, placement or process group, so it cannot be folded into the graph.",
-        ["Compute it outside the compiled function and pass the result in."],
-    )
+    graph_break(Break.NOT_FOLDABLE, context=f"{what} -> {type(value).__name__}", what=what,
+                type=type(value).__name__)
