@@ -24,10 +24,12 @@ GENERATED = {
     "bench-warm": "docs/benchmarks.md",
     "bench-warm-clients": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
+    "bench-compile-once": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m dynamo_dist bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
+    "bench-compile-once-summary": "README.md",
 }
 README_MAX_LINES = 200
 
