@@ -17,5 +17,5 @@ LOG=${OUT:-/tmp}/gpu_check.log
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
     python -m pytest -q -p no:cacheprovider -rs tests/test_dtensor_numerics_nccl.py
     python -m dynamo_dist demo --backend inductor --device cuda
-    python -m dynamo_dist bench --only step_time
+    python -m devtools bench --only step_time
 } 2>&1 | tee "$LOG"

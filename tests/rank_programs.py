@@ -3,7 +3,7 @@
 import torch
 import torch.distributed as dist
 
-from dynamo_dist._testing.clients import run_driver
+from devtools.clients import run_driver
 
 
 def rank_queries(x, mesh):

@@ -1,4 +1,4 @@
-"""``python -m dynamo_dist bench --quick`` as a smoke test: every section is
+"""``python -m devtools bench --quick`` as a smoke test: every section is
 present with sane numbers. No timing assertions (performance is measured by
 the benchmark itself, never by tests)."""
 
@@ -6,12 +6,16 @@ import dataclasses
 import json
 import math
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
 import torch
 
 RUNNING = torch.__version__.split("+")[0]
+
+
+ROOT = Path(__file__).resolve().parent.parent  # python -m devtools runs from the checkout's root
 
 
 def _positive(x) -> bool:
@@ -22,8 +26,8 @@ def _positive(x) -> bool:
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "quick.json"
     doc = out.parent / "benchmarks.md"
-    proc = subprocess.run([sys.executable, "-m", "dynamo_dist", "bench", "--quick", "--json", str(out),
-                           "--write-doc", str(doc)], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "devtools", "bench", "--quick", "--json", str(out),
+                           "--write-doc", str(doc)], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(out.read_text()), proc, doc.read_text()
 
@@ -32,7 +36,7 @@ def test_meta_and_progress(quick):
     result, proc, _ = quick
     meta = result["meta"]
     assert meta["config"]["quick"] is True
-    assert meta["command"].startswith("python -m dynamo_dist bench --quick")
+    assert meta["command"].startswith("python -m devtools bench --quick")
     assert meta["machine"]["torch"].startswith(RUNNING) and meta["machine"]["cores"] >= 1
     assert "[1/" in proc.stderr and "compile_time" in proc.stderr  # progress lines on stderr
     for heading in ("Trace + compile time", "Guard cost", "Recompiles", "Step time", "Warm start", "Summary"):
@@ -107,7 +111,7 @@ def test_warm_start(quick):
 def test_doc_is_stamped(quick):
     _, _, doc = quick
     assert "<!-- bench-warm:begin -->" in doc  # warm start: a block (and stamp) of its own
-    assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m dynamo_dist bench" in doc
+    assert "<!-- bench:begin -->" in doc and "- date: " in doc and "- command: `python -m devtools bench" in doc
     assert f"torch {RUNNING}" in doc
 
 
@@ -116,8 +120,8 @@ def test_scale_rows_hold_what_the_sweep_reports():
     sweep to 65,536 ranks): a trace that meets a known mesh computes no
     fingerprint, the plugin's key for a mesh is smaller than the pickled
     mesh stock keys with, and identical per-block compiles compile once."""
-    from dynamo_dist.benchmarks import scale
-    from dynamo_dist.benchmarks.suite import QUICK
+    from devtools.bench import scale
+    from devtools.bench.suite import QUICK
 
     world = scale.measure_world(512, 2, QUICK, lambda _: None)
     assert world["mesh"] == [64, 8]
@@ -132,7 +136,7 @@ def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch)
     """The clients' warm start (``--only warm_start_clients``): never in a
     plain or ``--quick`` run; a row whose client is missing is skipped with
     the reason, in the table and not in the summary; bypasses are listed."""
-    from dynamo_dist.benchmarks import report, suite, warm_clients
+    from devtools.bench import report, suite, warm_clients
 
     assert "warm_start_clients" in suite.SECTIONS and "warm_start_clients" not in suite.DEFAULT_SECTIONS
     assert set(suite.QUICK.warm_clients) <= set(warm_clients.ROWS) and suite.FULL.warm_clients

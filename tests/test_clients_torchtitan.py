@@ -1,4 +1,4 @@
-"""torchtitan trained through its own code (``dynamo_dist._testing.clients``):
+"""torchtitan trained through its own code (``devtools.clients``):
 
 - llama3 (debugmodel, 2 blocks: its model, ParallelDims, ``parallelize_llama``:
   tensor parallelism, selective activation checkpointing, per-block
@@ -25,9 +25,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dynamo_dist._testing.clients import TitanCase, missing
-from dynamo_dist._testing.clients.cases import PARALLELISMS, SPMD_BACKENDS, CPCase, MoECase, SimpleFSDPCase
-from dynamo_dist._testing.clients.runs import RunResult, problems
+from devtools.clients import TitanCase, missing
+from devtools.clients.cases import PARALLELISMS, SPMD_BACKENDS, CPCase, MoECase, SimpleFSDPCase
+from devtools.clients.runs import RunResult, problems
 from dynamo_dist.testing import run_in_gloo_world
 from rank_programs import torchtitan_world
 

@@ -3,7 +3,7 @@ Mixtral each saved once and loaded on 2 gloo ranks with
 ``from_pretrained(path, distributed_config=DistributedConfig(tp_size=2))``
 (DTensor weights sharded by the model's own TP plan; the experts by its
 ``moe_tp_experts`` style), the whole model ``torch.compile``d and trained a
-few steps with its own loss (``dynamo_dist._testing.clients``); one spawned
+few steps with its own loss (``devtools.clients``); one spawned
 world runs the three. On every rank the plugin's run must match eager step
 by step, break and recompile no more than stock, report no ``dynamo_dist:``
 break or failed compile under ``explain``, and capture the same collectives
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_dist._testing.clients import HFCase, missing, run_driver
-from dynamo_dist._testing.clients.runs import RunResult, problems
+from devtools.clients import HFCase, missing, run_driver
+from devtools.clients.runs import RunResult, problems
 from dynamo_dist.testing import run_in_gloo_world
 
 pytestmark = pytest.mark.skipif(bool(missing("transformers")), reason="transformers / accelerate are not "

@@ -18,14 +18,14 @@ PAGES = [README, *sorted(DOCS.glob("*.md"))]
 # Every block a generator rewrites, and the file that holds it (the one the
 # generator's command is given).
 GENERATED = {
-    "coverage": "docs/coverage.md",  # python -m dynamo_dist coverage --update-readme docs/coverage.md
+    "coverage": "docs/coverage.md",  # python -m devtools coverage --update-readme docs/coverage.md
     "stock-diff": "docs/coverage.md",
-    "bench": "docs/benchmarks.md",  # python -m dynamo_dist bench --write-doc docs/benchmarks.md
+    "bench": "docs/benchmarks.md",  # python -m devtools bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
     "bench-warm-clients": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
     "bench-compile-once": "docs/benchmarks.md",
-    "bench-summary": "README.md",  # python -m dynamo_dist bench --update-readme README.md
+    "bench-summary": "README.md",  # python -m devtools bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
@@ -52,8 +52,8 @@ def test_each_generated_block_lives_in_exactly_one_file(marker):
 
 
 def test_the_generators_point_at_those_files():
-    from dynamo_dist.benchmarks import report
-    from dynamo_dist.cli import bench, coverage
+    from devtools.bench import report
+    from devtools.cli import bench, coverage
 
     own_doc, own_readme = zip(*report.OWN_BLOCKS.values())
     assert {report.DOC_MARKER, *own_doc} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
@@ -115,7 +115,7 @@ def test_readme_summaries_are_the_saved_results(tmp_path):
     import json
     import os
 
-    from dynamo_dist.benchmarks import report
+    from devtools.bench import report
 
     copy = tmp_path / "README.md"
     copy.write_text(README.read_text())
@@ -123,5 +123,5 @@ def test_readme_summaries_are_the_saved_results(tmp_path):
     for result in README_RESULTS:
         with open(ROOT / result) as f:
             report.update_readme(str(copy), json.load(f), doc=os.path.join(tmp_path, report.DOC_PATH))
-    hint = "python -m dynamo_dist bench --from-json FILE --update-readme README.md"
+    hint = "python -m devtools bench --from-json FILE --update-readme README.md"
     assert copy.read_text() == README.read_text(), hint

@@ -3,14 +3,14 @@ meshes): tensor-parallel models and DTensor programs compiled with the
 plugin under aot_eager (all) and inductor (a subset), forward and backward,
 equal to eager on every rank, with the expected collectives in the captured
 graphs. One spawned world per size runs the whole batch
-(``dynamo_dist._testing.numerics``); each check is reported as its own test."""
+(``devtools.numerics``); each check is reported as its own test."""
 
 from __future__ import annotations
 
 import pytest
 
 from dynamo_dist.testing import run_in_gloo_world
-from dynamo_dist._testing.numerics import Check, CheckResult, checks_for_world, run_checks
+from devtools.numerics import Check, CheckResult, checks_for_world, run_checks
 
 WORLDS = (2, 4)
 CHECKS = [(n, check) for n in WORLDS for check in checks_for_world(n)]
@@ -48,7 +48,7 @@ def test_batches_cover_the_issue():
     inductor; the 4-rank world has the 2-D mesh; the programs cover the
     listed redistributions."""
     from dynamo_dist.demo.models import MODELS
-    from dynamo_dist._testing.numerics import PROGRAMS
+    from devtools.numerics import PROGRAMS
 
     for n in WORLDS:
         checks = checks_for_world(n)
@@ -78,7 +78,7 @@ def test_collective_check_flags_wrong_group_and_missing_wait():
     from types import SimpleNamespace
 
     from dynamo_dist.testing import Collective
-    from dynamo_dist._testing.numerics import AG, AR, _check_collectives
+    from devtools.numerics import AG, AR, _check_collectives
 
     result = CheckResult(Check("program", "p", "2d", "aot_eager"), 0, groups={"dp": "1", "tp": "3"})
     capture = SimpleNamespace(

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dynamo_dist.testing import run_in_gloo_world
-from dynamo_dist._testing.numerics import checks_for_world, run_checks
+from devtools.numerics import checks_for_world, run_checks
 
 
 def _world_size() -> int:

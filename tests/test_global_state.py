@@ -86,8 +86,8 @@ def test_patches_used_by_the_cli_restore():
     p = _hooks.rendezvous_patches("x/")
     assert dict(O.rendezvous_handlers()) != before["rendezvous"]
     p.restore()
-    from dynamo_dist.benchmarks import _timing as T
-    from dynamo_dist.benchmarks.compile_time import no_compile_caches
+    from devtools.bench import _timing as T
+    from devtools.bench.compile_time import no_compile_caches
 
     with no_compile_caches():
         assert O.inductor_config().fx_graph_cache is False and O.inductor_config().compile_threads == 1

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dynamo_dist.coverage.cases import CASES
+from devtools.coverage.cases import CASES
 from dynamo_dist.variables.base import DistObjectVariable
 from dynamo_dist.variables.members import ALL_TABLES, Kind, Member, MemberTable, MemberTableError
 

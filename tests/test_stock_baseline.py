@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dynamo_dist import _compat as C
-from dynamo_dist.coverage.tables import (
+from devtools.coverage.tables import (
     TESTED_VERSIONS,
     differences_table,
     member_table,
@@ -18,7 +18,7 @@ from dynamo_dist.coverage.tables import (
     read_block,
     stock_column,
 )
-from dynamo_dist.coverage.cases import CASES, CLEAN_BREAK, run_all
+from devtools.coverage.cases import CASES, CLEAN_BREAK, run_all
 
 COVERAGE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
@@ -47,7 +47,7 @@ def test_plugin_never_worse_than_stock(outcomes):
 def test_coverage_tables_match_a_fresh_measurement(outcomes):
     plugin, stock = outcomes
     text = COVERAGE_PAGE.read_text()
-    hint = "run `python -m dynamo_dist coverage --update-readme docs/coverage.md`"
+    hint = "run `python -m devtools coverage --update-readme docs/coverage.md`"
     # One stock column per tested release: the plugin's column and the running
     # release's stock column must equal this measurement; the other releases'
     # columns are kept as the page has them (measured on those releases).

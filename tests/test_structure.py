@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
+
+from devtools import module_graph
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynamo_dist"
 PACKAGE = "dynamo_dist"
@@ -42,26 +45,9 @@ DYNAMO_INTERNALS = {
 }
 
 
-def _modules() -> dict[str, pathlib.Path]:
-    found = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        parts = path.relative_to(ROOT.parent).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = module_graph.modules(ROOT)
 TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
-
-
-def _part(module: str) -> str:
-    """The top-level part of the package a module belongs to."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
-
-
+_part = module_graph.part
 PARTS = sorted({_part(m) for m in MODULES})
 
 
@@ -151,40 +137,9 @@ def test_the_structure_checks_see_offences():
 
 # -- item 3: the import graph -------------------------------------------------
 
-def _resolve(module: str, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    package = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
-    base = package.split(".")
-    if node.level > 1:
-        base = base[: -(node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
 def import_graph() -> dict[str, set[str]]:
     """Module -> the dynamo_dist modules it imports, anywhere in its body."""
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for module, tree in TREES.items():
-        # `if TYPE_CHECKING:` imports never run: they make no runtime cycle.
-        typing_only = {id(n) for block in ast.walk(tree)
-                       if isinstance(block, ast.If) and getattr(block.test, "id", None) == "TYPE_CHECKING"
-                       for stmt in block.body for n in ast.walk(stmt)}
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                target = _resolve(module, node)
-                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target
-                           for a in node.names]
-            for t in targets:
-                while t and t not in MODULES:  # `import a.b.c` of a name inside a module
-                    t = t.rpartition(".")[0]
-                if t.startswith(PACKAGE) and t != module:
-                    graph[module].add(t)
-    return graph
+    return module_graph.import_graph(MODULES, TREES)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -434,3 +389,33 @@ def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
             assert member.kind is Kind.DTENSOR_OP
             assert dtensor.call_method(None, fake, name, [C.constant("x")], {}) == "handled", name
             assert spy.calls == ["graph_call"], name
+
+
+# -- docs/design.md's layout names every module ------------------------------------
+
+def _layout_names() -> set[str]:
+    """The modules docs/design.md's layout block names: ``dynamo_dist/x.py``
+    lines, and under a ``dynamo_dist/pkg/`` line its indented ``y.py`` lines."""
+    design = (ROOT.parent / "docs" / "design.md").read_text()
+    block = design.split("## Layout", 1)[1].split("```", 2)[1]
+    named, package = set(), None
+    for line in block.splitlines():
+        word = line.split()[0] if line.strip() else ""
+        if word.startswith(f"{PACKAGE}/"):
+            path = word.removeprefix(f"{PACKAGE}/")
+            package = path if path.endswith("/") else None
+            named.add(path if path.endswith(".py") else f"{path}__init__.py")
+        elif package is not None and line.startswith(" ") and word.endswith(".py"):
+            named.add(package + word)
+        elif not line.startswith(" "):
+            package = None
+    return named
+
+
+def test_the_design_layout_names_every_module():
+    """Every module of the package has its line in docs/design.md's layout
+    (a package its ``dynamo_dist/pkg/`` line), and every line names a module."""
+    modules = {str(path.relative_to(ROOT)) for path in MODULES.values()}
+    named = _layout_names()
+    assert not sorted(modules - named), f"modules the layout does not name: {sorted(modules - named)}"
+    assert not sorted(named - modules), f"the layout names what is not there: {sorted(named - modules)}"

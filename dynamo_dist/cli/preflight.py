@@ -3,7 +3,8 @@ or unsupported dependency ends in one line naming the fix, not a traceback
 from deep inside torch.
 
 A command module may declare ``NEEDS = {"module": "extra"}``: the optional
-packages it imports and the pip extra that brings each one.
+packages it imports and the pip extra that brings each one; and
+``NEEDS_TORCH = False`` when it runs without torch.
 """
 
 from __future__ import annotations
@@ -53,4 +54,4 @@ def torch_problem() -> str | None:
 
 def problem(command: ModuleType) -> str | None:
     """The first thing ``command`` lacks, as one line, or None."""
-    return missing_extra(command) or torch_problem()
+    return missing_extra(command) or (torch_problem() if getattr(command, "NEEDS_TORCH", True) else None)

@@ -1,7 +1,7 @@
 """Declarative member tables: one row per member of a tracked distributed type.
 
 The same tables drive the trackers (``variables/*.py``), the coverage page
-(``python -m dynamo_dist coverage``) and the tests that walk them. A member
+(``python -m devtools coverage``) and the tests that walk them. A member
 not listed here is handled by the fallback described in
 ``base.DistObjectVariable.unknown_member``; each ``Kind`` selects one handler
 function in the table of the tracker that reads the rows

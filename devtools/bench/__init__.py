@@ -1,4 +1,4 @@
-"""Benchmarks of dynamo_dist against stock torch, run by ``python -m dynamo_dist bench``.
+"""Benchmarks of dynamo_dist against stock torch, run by ``python -m devtools bench``.
 
 One module per family, plus the shared timing machinery:
 

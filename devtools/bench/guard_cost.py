@@ -58,7 +58,7 @@ def _query_args(dtensors: bool) -> tuple:
     from torch.distributed.tensor import distribute_tensor
     from torch.distributed.tensor.placement_types import Replicate, Shard
 
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     placements = (Shard(0), Replicate())
@@ -73,7 +73,7 @@ def new_submesh_each_call(x, mesh):
 
 
 def _submesh_args() -> list[tuple]:
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     root = make_mesh((2, 4), ("dp", "tp"))
     x = torch.randn(4)
@@ -81,8 +81,8 @@ def _submesh_args() -> list[tuple]:
 
 
 def _block_args() -> tuple:
-    from ..worlds import make_mesh
-    from ..demo.models import SIZES, build_model, make_input
+    from dynamo_dist.worlds import make_mesh
+    from dynamo_dist.demo.models import SIZES, build_model, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     return build_model("transformer", SIZES["tiny"], mesh=mesh["tp"]), make_input(SIZES["tiny"])
@@ -170,7 +170,7 @@ def overhead(fn: Callable[..., Any], argsets: list[tuple], backend: str, calls: 
 
 
 def measure(name: str, calls: int, repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..worlds import fake_world
+    from dynamo_dist.worlds import fake_world
 
     fn, make_args, backend = CASES[name]
     calls = max(100, calls // CALLS_DIVISOR.get(name, 1))

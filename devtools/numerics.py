@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .._compat import observe as O
+from dynamo_dist._compat import observe as O
 
 __all__ = [
     "Check",
@@ -253,7 +253,7 @@ def checks_for_world(world_size: int, backends: Sequence[str] = ("aot_eager", "i
     """The batch run in one world of ``world_size`` ranks: every model on
     every mesh the world has and every program, under ``aot_eager``; a subset
     (:data:`INDUCTOR_CHECKS`) under ``inductor``."""
-    from ..demo.models import MODELS
+    from dynamo_dist.demo.models import MODELS
 
     meshes = ["1d"] + (["2d"] if world_size >= 4 and world_size % 2 == 0 else [])
     checks: list[Check] = []
@@ -327,7 +327,7 @@ def _check_collectives(result: CheckResult, capture, expected: tuple[Expected, E
 
 
 def _run_model(check: Check, mesh, result: CheckResult, capture, diff: _Diff, device: torch.device) -> None:
-    from ..demo.models import SIZES, build_model, local_input, make_input
+    from dynamo_dist.demo.models import SIZES, build_model, local_input, make_input
 
     config = SIZES["small"]
     tp = mesh["tp"] if mesh.ndim == 2 else mesh
@@ -388,7 +388,7 @@ def _run_program(check: Check, mesh, result: CheckResult, capture, diff: _Diff, 
 def _run_one(check: Check, meshes: dict[str, Any], device: torch.device) -> CheckResult:
     import torch.distributed as dist
 
-    from ..diagnostics.backend import RecordingBackend as CaptureBackend
+    from dynamo_dist.diagnostics.backend import RecordingBackend as CaptureBackend
 
     result = CheckResult(check, dist.get_rank())
     mesh = meshes[check.mesh]

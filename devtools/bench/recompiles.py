@@ -50,7 +50,7 @@ def queries_step(x, mesh, placements, pg):
 
 def collective_step(x, mesh, placements, pg):
     """The same, followed by a functional all-reduce on the group."""
-    from .._compat.observe import funcol
+    from dynamo_dist._compat.observe import funcol
 
     return funcol.all_reduce(_scaled(x, mesh, placements, pg), "sum", pg)
 
@@ -62,7 +62,7 @@ def workload() -> tuple[list[tuple], int]:
     """The calls (argument tuples) and the number of distinct configurations."""
     from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     root = make_mesh((2, 4), ("dp", "tp"))
     other = make_mesh((2, 4), ("dp", "tp"))  # same shape, new process groups
@@ -86,8 +86,8 @@ def workload() -> tuple[list[tuple], int]:
 def _run_calls(side: str, step: Callable[..., Any], calls: list[tuple]) -> dict[str, Any]:
     """Compile ``step`` under ``side``; call it with each argument tuple and
     compare with eager. Per-call statuses: ok, wrong or the exception."""
-    from .._compat.observe import reset_dynamo
-    from ..diagnostics.compare import same
+    from dynamo_dist._compat.observe import reset_dynamo
+    from dynamo_dist.diagnostics.compare import same
 
     T.use(side)
     reset_dynamo()
@@ -116,7 +116,7 @@ def _summary(compiles: int, statuses: list[str], distinct: int) -> dict[str, Any
 
 def run_side(side: str, step: Callable[..., Any]) -> dict[str, Any]:
     """Every call of the workload, compiled under ``side``, against eager."""
-    from ..worlds import fake_world
+    from dynamo_dist.worlds import fake_world
 
     with fake_world(*WORLD):
         calls, distinct = workload()
@@ -163,7 +163,7 @@ def dtensor_rank_main() -> dict[str, Any]:
 
 
 def measure_dtensor(world: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..worlds import run_in_gloo_world
+    from dynamo_dist.worlds import run_in_gloo_world
 
     out: dict[str, Any] = {"name": f"DTensors on submeshes + an other-groups mesh (gloo x{world})"}
     progress(f"spawning {world} ranks")

@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .._compat.observe import funcol
+from dynamo_dist._compat.observe import funcol
 
 
 class _CopyToTP(torch.autograd.Function):

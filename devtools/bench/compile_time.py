@@ -71,7 +71,7 @@ def group_queries(x, pg):
 
 
 def funcol_on_mesh(x, mesh, pg):
-    from .._compat.observe import funcol
+    from dynamo_dist._compat.observe import funcol
 
     y = funcol.all_reduce(x, "sum", (mesh, 1))
     return funcol.all_reduce(y * mesh.size(0), "sum", pg)
@@ -80,7 +80,7 @@ def funcol_on_mesh(x, mesh, pg):
 def _query_args() -> dict[str, tuple[Callable[..., Any], tuple]]:
     from torch.distributed.tensor.placement_types import Replicate, Shard
 
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     x = torch.ones(4)
@@ -101,7 +101,7 @@ QUERY_NAMES = ("mesh queries", "placement queries", "group queries", "funcol on 
 
 @contextlib.contextmanager
 def no_compile_caches() -> Iterator[None]:
-    from .. import _hooks
+    from dynamo_dist import _hooks
 
     # One compile thread: the compile's CPU time stays in this process (and
     # the compiler processes it waits for), where cpu_seconds() sees it.
@@ -116,7 +116,7 @@ def no_compile_caches() -> Iterator[None]:
 def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> dict[str, float]:
     """Reset Dynamo, compile ``fn`` under ``side`` and time its first call
     (and the first backward, when it returns a loss): wall and CPU seconds."""
-    from .._compat.observe import reset_dynamo
+    from dynamo_dist._compat.observe import reset_dynamo
 
     T.use(side)
     reset_dynamo()
@@ -135,7 +135,7 @@ def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend
 
 def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tuple[Callable[..., Any], tuple]],
                       repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..worlds import fake_world
+    from dynamo_dist.worlds import fake_world
 
     with fake_world(*WORLD), no_compile_caches():
         fn, args = make()
@@ -152,8 +152,8 @@ def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tup
 
 
 def _model_case(name: str, size: str) -> tuple[Callable[..., Any], tuple]:
-    from ..worlds import make_mesh
-    from ..demo.models import build_model, local_input, make_input
+    from dynamo_dist.worlds import make_mesh
+    from dynamo_dist.demo.models import build_model, local_input, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     config = model_config(size)

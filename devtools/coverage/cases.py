@@ -15,12 +15,12 @@ from typing import Any, Callable
 
 import torch
 
-from .._compat import observe as O
-from .._compat.distributed import all_gather_single as gather_single
-from .._compat.observe import funcol
-from ..diagnostics.compare import same
-from ..diagnostics.graphs import distributed_objects_in
-from ..worlds import fake_world
+from dynamo_dist._compat import observe as O
+from dynamo_dist._compat.distributed import all_gather_single as gather_single
+from dynamo_dist._compat.observe import funcol
+from dynamo_dist.diagnostics.compare import same
+from dynamo_dist.diagnostics.graphs import distributed_objects_in
+from dynamo_dist.worlds import fake_world
 
 OK = "ok"
 CLEAN_BREAK = "clean graph break"
@@ -104,7 +104,7 @@ def _first_line(e: BaseException) -> str:
 
 
 def _mesh2d():
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     return make_mesh((2, 4), ("dp", "tp"))
 
@@ -274,7 +274,7 @@ def _mesh_equal_new_object():
 
 
 def _mesh_ndim_change():
-    from ..worlds import make_mesh
+    from dynamo_dist.worlds import make_mesh
 
     def fn(x, m):
         return x + m.ndim + m.size(m.ndim - 1)

@@ -135,7 +135,7 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
 def _bypass_notes(rows: list[dict[str, Any]]) -> str:
     """Why a cache bypassed graphs in the warm runs (as explain words it),
     once per reason, with the rows and sides it held for."""
-    from ..diagnostics.caches import CACHE_NAMES  # heavy: imports torch, which the tables do not need
+    from dynamo_dist.diagnostics.caches import CACHE_NAMES  # heavy: imports torch, which the tables do not need
 
     where: dict[str, dict[str, list[str]]] = {}
     for r in rows:
@@ -453,7 +453,7 @@ DOC_SKELETON = """# Benchmarks
 Regenerate everything between the markers with one command (it also rewrites
 the README's summary table):
 
-    python -m dynamo_dist bench --json benchmarks/results/latest.json \\
+    python -m devtools bench --json benchmarks/results/latest.json \\
         --write-doc docs/benchmarks.md --update-readme README.md
 
 <!-- bench:begin -->
@@ -496,7 +496,7 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
     missing) for the sections ``result`` holds: the warm-start section its
     own block, the others the main one; the hand-written text around the
     markers is kept."""
-    from ..coverage.tables import replace_block
+    from devtools.coverage.tables import replace_block
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
     blocks = [(None, DOC_MARKER, doc_block), *((own, markers[0], own_doc_block) for own, markers in OWN_BLOCKS.items())]
@@ -514,7 +514,7 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
     ``bench-warm-summary`` for the warm-start section) for the sections
     ``result`` holds; each links to the benchmark page ``doc`` (a path from
     the current directory, linked relative to ``path``)."""
-    from ..coverage.tables import replace_block
+    from devtools.coverage.tables import replace_block
 
     doc_link = os.path.relpath(doc, os.path.dirname(os.path.abspath(path))).replace(os.sep, "/")
 

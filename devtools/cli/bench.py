@@ -14,7 +14,7 @@ Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
 the sides. Regenerate the published figures with:
 
-    python -m dynamo_dist bench --json benchmarks/results/latest.json \\
+    python -m devtools bench --json benchmarks/results/latest.json \\
         --write-doc docs/benchmarks.md --update-readme README.md
 """
 
@@ -29,13 +29,13 @@ import sys
 from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
 # The sections --help offers, written out so that help needs no torch;
-# tests/test_cli_help.py keeps them equal to dynamo_dist.benchmarks.suite.SECTIONS.
+# tests/test_cli_help.py keeps them equal to devtools.bench.suite.SECTIONS.
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
             "compile_once")
 # What runs without --only (the clients' warm start, the scale sweep and compile once run only when named).
 ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
-# The summary blocks --update-readme rewrites (dynamo_dist.benchmarks.report):
+# The summary blocks --update-readme rewrites (devtools.bench.report):
 # a section's own block, else the main one.
 SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "warm_start_clients": "bench-warm-clients-summary",
                    "scale": "bench-scale-summary", "compile_once": "bench-compile-once-summary"}
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command_line(args: argparse.Namespace) -> str:
     """The canonical command that reproduces this run."""
-    words = ["python", "-m", "dynamo_dist", "bench"]
+    words = ["python", "-m", "devtools", "bench"]
     if args.quick:
         words.append("--quick")
     if args.only:
@@ -93,9 +93,9 @@ def _summary_blocks_missing(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     missing = _summary_blocks_missing(args)
     if missing:
-        print(f"python -m dynamo_dist bench: --update-readme: {missing}", file=sys.stderr)
+        print(f"python -m devtools bench: --update-readme: {missing}", file=sys.stderr)
         return 2
-    from dynamo_dist.benchmarks import report, suite
+    from devtools.bench import report, suite
 
     if args.from_json:
         with open(args.from_json) as f:

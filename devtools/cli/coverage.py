@@ -11,7 +11,7 @@ import argparse
 
 from dynamo_dist.cli.arguments import file_with_markers
 
-# The generated blocks of the coverage page (dynamo_dist.coverage.tables).
+# The generated blocks of the coverage page (devtools.coverage.tables).
 MARKERS = ("coverage", "stock-diff")
 
 
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dynamo_dist import _compat as C
-    from dynamo_dist.coverage.tables import counts, differences_table, member_table, read_block, replace_block
-    from dynamo_dist.coverage.cases import run_all
+    from devtools.coverage.tables import counts, differences_table, member_table, read_block, replace_block
+    from devtools.coverage.cases import run_all
 
     update_readme = args.update_readme
     previous = None
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     diffs = differences_table(plugin, stock, read_block(previous, "stock-diff") if previous else None)
     print(members, "\n")
     print(diffs)
-    from dynamo_dist.coverage.cases import CASES
+    from devtools.coverage.cases import CASES
 
     ok = sum(o.status == c.expect for o, c in zip(plugin, CASES))
     stock_ok = sum(o.status == "ok" for o in stock)

@@ -1,5 +1,5 @@
 """The coverage tables (docs/coverage.md), generated from the member tables and from the
-measured outcomes of ``dynamo_dist.coverage.cases`` on stock torch.
+measured outcomes of ``devtools.coverage.cases`` on stock torch.
 
 Stock differs between torch releases, so each table has one stock column per
 tested release (``TESTED_VERSIONS``). A measurement fills only the running
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from .. import _compat as C
-from ..variables.members import ALL_TABLES
+from dynamo_dist import _compat as C
+from dynamo_dist.variables.members import ALL_TABLES
 
 # The releases whose stock outcomes the coverage page records, one column each.
 TESTED_VERSIONS: tuple[str, ...] = ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")

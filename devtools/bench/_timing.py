@@ -165,7 +165,7 @@ class FrameCounter:
         self.compiled: list[Callable[..., Any]] = []
 
     def __call__(self, gm: Any, example_inputs: list) -> Callable[..., Any]:
-        from .._compat.observe import lookup_backend
+        from dynamo_dist._compat.observe import lookup_backend
 
         self.frame_count += 1
         fn = lookup_backend(self.backend)(gm, example_inputs)

@@ -5,7 +5,7 @@ The warm-start benchmark (``warm_start``: fresh processes, a cold cache dir
 and copies of it, alternating sides, the caches' outcomes and bypass
 reasons) on the training step of torchtitan and HF transformers, built and
 run through their own code by the client drivers
-(``dynamo_dist._testing.clients``): each sample is a new process that spawns
+(``devtools.clients``): each sample is a new process that spawns
 the case's gloo world, where every rank builds the model, compiles it the way
 the client does (torchtitan: each block and the loss; transformers: the whole
 model) with inductor, and times its first training step (forward, loss,
@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from .._compat import observe as O
-from .._compat.caches import outcome_counts
-from .._testing.clients import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing, run_driver
-from ..worlds import run_in_gloo_world
+from dynamo_dist._compat import observe as O
+from dynamo_dist._compat.caches import outcome_counts
+from devtools.clients import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing, run_driver
+from dynamo_dist.worlds import run_in_gloo_world
 from ._timing import Task
 from .warm_start import BypassReasons, Program, measure, over_ranks
 
@@ -136,5 +136,5 @@ def tasks(cfg: Any) -> list[Task]:
 
 
 if __name__ == "__main__":
-    # python -m dynamo_dist.benchmarks.warm_clients SIDE NAME
+    # python -m devtools.bench.warm_clients SIDE NAME
     print(json.dumps(child_main(*sys.argv[1:3])), flush=True)

@@ -27,12 +27,12 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 import torch.distributed as dist
 
-from ... import _hooks
-from ..._compat import distributed as D
-from ..._compat import observe as O
-from ...benchmarks._timing import cpu_seconds
-from ...diagnostics.explain import explaining
-from ...diagnostics.report import PLUGIN, ExplainReport
+from dynamo_dist import _hooks
+from dynamo_dist._compat import distributed as D
+from dynamo_dist._compat import observe as O
+from devtools.bench._timing import cpu_seconds
+from dynamo_dist.diagnostics.explain import explaining
+from dynamo_dist.diagnostics.report import PLUGIN, ExplainReport
 
 MODES = ("eager", "stock", "plugin")
 

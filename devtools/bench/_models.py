@@ -13,7 +13,7 @@ BENCH_SIZES: dict[str, dict[str, int]] = {
 
 def model_config(size: str) -> Any:
     """A ``ModelConfig`` by name: ``demo.models.SIZES`` or ``BENCH_SIZES``."""
-    from ..demo.models import SIZES, ModelConfig
+    from dynamo_dist.demo.models import SIZES, ModelConfig
 
     return SIZES[size] if size in SIZES else ModelConfig(**BENCH_SIZES[size])
 

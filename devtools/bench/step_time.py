@@ -50,7 +50,7 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from ..demo.models import build_model, local_input, make_input
+    from dynamo_dist.demo.models import build_model, local_input, make_input
     from .handwritten import check_matches, from_dtensor_model
 
     torch.set_num_threads(1)  # ranks share the machine's cores
@@ -118,7 +118,7 @@ def nccl_skip_reason(world_size: int) -> str | None:
 
 
 def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str], None]) -> dict[str, Any]:
-    from ..worlds import run_in_gloo_world
+    from dynamo_dist.worlds import run_in_gloo_world
 
     row: dict[str, Any] = {"model": name, "world": world, "comm": comm, "size": cfg.step_size, "steps": cfg.step_steps,
                            "repeats": cfg.step_repeats, "backends": list(cfg.step_backends)}

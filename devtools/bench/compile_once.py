@@ -45,12 +45,12 @@ from torch.distributed.device_mesh import init_device_mesh
 
 import dynamo_dist
 
-from .._compat.caches import outcome_counts
-from ..caching import compile_once
-from ..caching.job_store import Decision, JobStore
-from .._testing.clients import run_driver
-from ..demo.models import build_model, local_input, make_input
-from ..worlds import run_in_gloo_world
+from dynamo_dist._compat.caches import outcome_counts
+from dynamo_dist.caching import compile_once
+from dynamo_dist.caching.job_store import Decision, JobStore
+from devtools.clients import run_driver
+from dynamo_dist.demo.models import build_model, local_input, make_input
+from dynamo_dist.worlds import run_in_gloo_world
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
@@ -326,6 +326,6 @@ def tasks(cfg: Any) -> list[Task]:
 
 
 if __name__ == "__main__":
-    # python -m dynamo_dist.benchmarks.compile_once SIDE RANKS MODEL SIZE BASE
+    # python -m devtools.bench.compile_once SIDE RANKS MODEL SIZE BASE
     side, ranks, model_name, size, base = sys.argv[1:6]
     print(json.dumps(job(side, int(ranks), model_name, size, base)), flush=True)

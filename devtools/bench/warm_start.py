@@ -10,7 +10,7 @@ with inductor, in a process of its own:
   how each did is read from torch's counters in that process.
 
 The caches have in-process layers, so every sample is a fresh process:
-``python -m dynamo_dist.benchmarks.warm_start`` (``child_main``) runs one first
+``python -m devtools.bench.warm_start`` (``child_main``) runs one first
 step and prints one JSON line. "stock" is the same program without
 ``dynamo_dist.install()``. Worlds: the fake 8-rank world of the compile-time
 benchmark (rank 3, ``(2, 4)`` mesh, the model on ``mesh["tp"]``), and a real
@@ -42,11 +42,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from .._compat.caches import outcome_counts
-from ..diagnostics.cache_log import CacheLog
-from ..diagnostics.report import PLUGIN, STOCK
-from ..demo.models import build_model, local_input, make_input
-from ..worlds import fake_world, make_mesh, run_in_gloo_world
+from dynamo_dist._compat.caches import outcome_counts
+from dynamo_dist.diagnostics.cache_log import CacheLog
+from dynamo_dist.diagnostics.report import PLUGIN, STOCK
+from dynamo_dist.demo.models import build_model, local_input, make_input
+from dynamo_dist.worlds import fake_world, make_mesh, run_in_gloo_world
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
@@ -258,5 +258,5 @@ def tasks(cfg: Any) -> list[Task]:
 
 
 if __name__ == "__main__":
-    # python -m dynamo_dist.benchmarks.warm_start SIDE WORLD MODEL SIZE
+    # python -m devtools.bench.warm_start SIDE WORLD MODEL SIZE
     print(json.dumps(child_main(*sys.argv[1:5])), flush=True)

@@ -37,12 +37,12 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-from .. import _hooks
-from ..caching import baked_ops, keys
-from ..demo.models import ModelConfig, build_model, make_input
-from ..diagnostics.explain import explain
-from ..guards import mesh as mesh_guards
-from ..worlds import fake_world, make_mesh
+from dynamo_dist import _hooks
+from dynamo_dist.caching import baked_ops, keys
+from dynamo_dist.demo.models import ModelConfig, build_model, make_input
+from dynamo_dist.diagnostics.explain import explain
+from dynamo_dist.guards import mesh as mesh_guards
+from dynamo_dist.worlds import fake_world, make_mesh
 from . import _timing as T
 from . import guard_cost
 from ._timing import Task

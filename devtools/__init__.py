@@ -1,0 +1,19 @@
+"""The contributor's tools of a dynamo_dist source checkout; not installed
+with the package (``pip install dynamo-dist`` ships ``dynamo_dist`` only).
+
+- ``bench/``: the benchmarks behind docs/benchmarks.md (``python -m devtools bench``);
+- ``coverage/``: the coverage cases and the tables of docs/coverage.md
+  (``python -m devtools coverage``);
+- ``clients/``: drivers that train torchtitan and HF transformers eager,
+  with stock torch and with the plugin (the client tests and benchmarks);
+- ``numerics.py``: the multi-rank compiled-vs-eager numerics checks;
+- ``module_graph.py``: the package's import graph, as docs/design.md draws
+  it (``python -m devtools graph``);
+- ``cli/``: those commands, made like ``python -m dynamo_dist``'s.
+
+They reach the plugin only through the package's named functions
+(``dynamo_dist._hooks`` to switch it on and off and patch what a tool needs,
+``dynamo_dist._compat.observe`` for what the tools read of torch) and its
+public modules. Run them from the repository root (``python -m devtools
+--help``): the spawned ranks and benchmark children import them by name.
+"""
