@@ -31,8 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+from torch.distributed.tensor.placement_types import _StridedShard
 
+import dynamo_dist
 from dynamo_dist._compat import observe as O
+from dynamo_dist.demo.models import MODELS, SIZES, build_model, local_input, make_input
+from dynamo_dist.diagnostics.backend import RecordingBackend as CaptureBackend
 
 __all__ = [
     "Check",
@@ -104,36 +111,30 @@ class CheckResult:
 
 
 def shard_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
     d = DTensor.from_local(x, mesh, [Shard(0)]) * 2 + 1
     return d.redistribute(mesh, [Replicate()]).to_local().sin()
 
 
 def partial_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Partial, Replicate
 
     d = DTensor.from_local(x, mesh, [Partial()])
     return d.redistribute(mesh, [Replicate()]).to_local().sin()
 
 
 def partial_to_shard(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Partial, Shard
 
     d = DTensor.from_local(x, mesh, [Partial()])
     return d.redistribute(mesh, [Shard(0)]).to_local().sin()
 
 
 def shard0_to_shard1(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Shard
 
     d = DTensor.from_local(x, mesh, [Shard(0)])
     return d.redistribute(mesh, [Shard(1)]).to_local().sin()
 
 
 def strided_shard_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Replicate
-    from torch.distributed.tensor.placement_types import _StridedShard
 
     d = DTensor.from_local(x, mesh, [_StridedShard(0, split_factor=2)])
     return d.redistribute(mesh, [Replicate()]).to_local().sin()
@@ -141,7 +142,6 @@ def strided_shard_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
 
 def matmul_partial_full_tensor(x: torch.Tensor, mesh) -> torch.Tensor:
     """DTensor math: Shard(1) @ Shard(0) is Partial; ``full_tensor`` all-reduces."""
-    from torch.distributed.tensor import DTensor, Shard
 
     a = DTensor.from_local(x, mesh, [Shard(1)])
     b = DTensor.from_local(x.t().contiguous() * 0.5, mesh, [Shard(0)])
@@ -150,7 +150,6 @@ def matmul_partial_full_tensor(x: torch.Tensor, mesh) -> torch.Tensor:
 
 def submesh_shard_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
     """The submesh is taken inside the compiled region."""
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
     tp = mesh["tp"]
     d = DTensor.from_local(x, tp, [Shard(0)])
@@ -160,21 +159,18 @@ def submesh_shard_to_replicate(x: torch.Tensor, mesh) -> torch.Tensor:
 def shard_partial_2d(x: torch.Tensor, mesh) -> torch.Tensor:
     """[Shard(0), Partial()] -> [Replicate(), Shard(1)]: an all-gather on dp
     and a reduce-scatter on tp."""
-    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
     d = DTensor.from_local(x, mesh, [Shard(0), Partial()])
     return d.redistribute(mesh, [Replicate(), Shard(1)]).to_local().sin()
 
 
 def partial_partial_2d(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Partial, Replicate
 
     d = DTensor.from_local(x, mesh, [Partial(), Partial()])
     return d.redistribute(mesh, [Replicate(), Replicate()]).to_local().sin()
 
 
 def shard0_to_shard1_2d(x: torch.Tensor, mesh) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
     d = DTensor.from_local(x, mesh, [Replicate(), Shard(0)])
     return d.redistribute(mesh, [Replicate(), Shard(1)]).to_local().sin()
@@ -183,8 +179,6 @@ def shard0_to_shard1_2d(x: torch.Tensor, mesh) -> torch.Tensor:
 def strided_shard_2d(x: torch.Tensor, mesh) -> torch.Tensor:
     """The FSDP2 + TP layout: [_StridedShard(0, split_factor=2), Shard(0)],
     gathered with ``full_tensor``."""
-    from torch.distributed.tensor import DTensor, Shard
-    from torch.distributed.tensor.placement_types import _StridedShard
 
     d = DTensor.from_local(x, mesh, [_StridedShard(0, split_factor=2), Shard(0)])
     return d.full_tensor().sin()
@@ -253,7 +247,6 @@ def checks_for_world(world_size: int, backends: Sequence[str] = ("aot_eager", "i
     """The batch run in one world of ``world_size`` ranks: every model on
     every mesh the world has and every program, under ``aot_eager``; a subset
     (:data:`INDUCTOR_CHECKS`) under ``inductor``."""
-    from dynamo_dist.demo.models import MODELS
 
     meshes = ["1d"] + (["2d"] if world_size >= 4 and world_size % 2 == 0 else [])
     checks: list[Check] = []
@@ -271,8 +264,6 @@ def checks_for_world(world_size: int, backends: Sequence[str] = ("aot_eager", "i
 def make_meshes(device_type: str = "cpu") -> dict[str, Any]:
     """The 1-D mesh over the world (dim ``"tp"``) and, for an even world of
     4 or more, the 2-D ``(2, n/2)`` mesh (dims ``("dp", "tp")``)."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
     n = dist.get_world_size()
     meshes = {"1d": init_device_mesh(device_type, (n,), mesh_dim_names=("tp",))}
@@ -327,7 +318,6 @@ def _check_collectives(result: CheckResult, capture, expected: tuple[Expected, E
 
 
 def _run_model(check: Check, mesh, result: CheckResult, capture, diff: _Diff, device: torch.device) -> None:
-    from dynamo_dist.demo.models import SIZES, build_model, local_input, make_input
 
     config = SIZES["small"]
     tp = mesh["tp"] if mesh.ndim == 2 else mesh
@@ -367,7 +357,6 @@ def _run_model(check: Check, mesh, result: CheckResult, capture, diff: _Diff, de
 
 
 def _run_program(check: Check, mesh, result: CheckResult, capture, diff: _Diff, device: torch.device) -> None:
-    import torch.distributed as dist
 
     spec = PROGRAMS[check.name]
     compiled = torch.compile(spec.fn, backend=capture, fullgraph=True)
@@ -386,9 +375,7 @@ def _run_program(check: Check, mesh, result: CheckResult, capture, diff: _Diff, 
 
 
 def _run_one(check: Check, meshes: dict[str, Any], device: torch.device) -> CheckResult:
-    import torch.distributed as dist
 
-    from dynamo_dist.diagnostics.backend import RecordingBackend as CaptureBackend
 
     result = CheckResult(check, dist.get_rank())
     mesh = meshes[check.mesh]
@@ -428,7 +415,6 @@ def run_checks(checks: Sequence[Check], plugin: bool = True, device_type: str = 
     """Run ``checks`` on this rank of the initialised default world (with
     ``dynamo_dist`` installed unless ``plugin=False``; uninstalled after).
     Every rank must run the same checks in the same order."""
-    import dynamo_dist
 
     device = torch.device(device_type, torch.cuda.current_device()) if device_type == "cuda" \
         else torch.device(device_type)

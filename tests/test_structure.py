@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import pathlib
-import re
 
 import pytest
 
@@ -212,16 +211,20 @@ def _function_local_imports(part: str) -> list[str]:
 
 
 # An import inside a function is kept only for an optional or heavy
-# dependency, with a comment saying so: these are those, by part.
+# dependency, with a comment saying so: these are those, by part. The
+# commands (``cli``) import torch inside ``run`` only, so that ``--help`` is
+# instant (``tests/test_cli_help.py`` checks it); every other part imports at
+# the top of its modules.
 LOCAL_IMPORTS_ALLOWED = {
     # _patching and __getattr__ (heavy: torch; `import dynamo_dist` and
     # `python -m dynamo_dist --help` must not import it).
     "__init__": 2,
-    "_hooks": 0, "variables": 0, "guards": 0, "aot": 0, "caching": 0,
-    # stock_member_kind (optional: older torch lacks opaque objects) and
-    # runtime_coordinate_op (registers DTensor's ops; only compile_on_one_rank needs it).
-    # and inductor_lowering (heavy: all of inductor, only when a graph is lowered with it).
+    # stock_member_kind (optional: older torch lacks opaque objects),
+    # runtime_coordinate_op (registers DTensor's ops; only compile_on_one_rank
+    # needs it) and inductor_lowering (heavy: all of inductor, only when a
+    # graph is lowered with it).
     "_compat": 3,
+    **{part: 0 for part in PARTS if part not in ("__init__", "_compat", "cli")},
 }
 
 

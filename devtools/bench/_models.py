@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynamo_dist.demo.models import SIZES, ModelConfig
+
 # Sizes beyond demo.models.SIZES. "bench": big enough that a training step
 # does real work (a few ms per rank on one core), small enough for 2 cores.
 BENCH_SIZES: dict[str, dict[str, int]] = {
@@ -13,7 +15,6 @@ BENCH_SIZES: dict[str, dict[str, int]] = {
 
 def model_config(size: str) -> Any:
     """A ``ModelConfig`` by name: ``demo.models.SIZES`` or ``BENCH_SIZES``."""
-    from dynamo_dist.demo.models import SIZES, ModelConfig
 
     return SIZES[size] if size in SIZES else ModelConfig(**BENCH_SIZES[size])
 

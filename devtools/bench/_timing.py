@@ -18,6 +18,10 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+import dynamo_dist
+from dynamo_dist import _hooks
+from dynamo_dist._compat.observe import lookup_backend
+
 try:
     import resource
 except ImportError:  # Windows
@@ -119,7 +123,6 @@ def time_calls(fn: Callable[..., Any], argsets: Sequence[tuple], calls: int,
 def use(side: str) -> None:
     """Switch to stock torch or the plugin through the public API (which
     resets Dynamo: everything compiled so far is dropped)."""
-    import dynamo_dist
 
     (dynamo_dist.install if side == PLUGIN else dynamo_dist.uninstall)()
 
@@ -135,7 +138,6 @@ def switch_keeping_caches(side: str) -> None:
     a distinct Dynamo cache) once, and the timed loops then alternate freely.
     Callers check with a ``FrameCounter`` that nothing recompiles while timing.
     """
-    from dynamo_dist import _hooks
 
     _hooks.set_plugin_state(side == PLUGIN, reset=False)
 
@@ -165,7 +167,6 @@ class FrameCounter:
         self.compiled: list[Callable[..., Any]] = []
 
     def __call__(self, gm: Any, example_inputs: list) -> Callable[..., Any]:
-        from dynamo_dist._compat.observe import lookup_backend
 
         self.frame_count += 1
         fn = lookup_backend(self.backend)(gm, example_inputs)

@@ -24,6 +24,13 @@ import time
 from typing import Any, Callable, Iterator
 
 import torch
+import torch.distributed as dist
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+from dynamo_dist import _hooks
+from dynamo_dist._compat.observe import funcol, reset_dynamo
+from dynamo_dist.demo.models import build_model, local_input, make_input
+from dynamo_dist.worlds import fake_world, make_mesh
 
 from . import _timing as T
 from ._models import model_config, train_step
@@ -47,7 +54,6 @@ def mesh_queries(x, mesh):
 
 
 def placement_queries(x, placements):
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
     out = x
     for i, p in enumerate(placements):
@@ -63,7 +69,6 @@ def placement_queries(x, placements):
 
 
 def group_queries(x, pg):
-    import torch.distributed as dist
 
     out = x + pg.size() * 10 + pg.rank() + dist.get_world_size(pg) + dist.get_rank(pg)
     ranks = dist.get_process_group_ranks(pg)
@@ -71,16 +76,13 @@ def group_queries(x, pg):
 
 
 def funcol_on_mesh(x, mesh, pg):
-    from dynamo_dist._compat.observe import funcol
 
     y = funcol.all_reduce(x, "sum", (mesh, 1))
     return funcol.all_reduce(y * mesh.size(0), "sum", pg)
 
 
 def _query_args() -> dict[str, tuple[Callable[..., Any], tuple]]:
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
-    from dynamo_dist.worlds import make_mesh
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     x = torch.ones(4)
@@ -101,7 +103,6 @@ QUERY_NAMES = ("mesh queries", "placement queries", "group queries", "funcol on 
 
 @contextlib.contextmanager
 def no_compile_caches() -> Iterator[None]:
-    from dynamo_dist import _hooks
 
     # One compile thread: the compile's CPU time stays in this process (and
     # the compiler processes it waits for), where cpu_seconds() sees it.
@@ -116,7 +117,6 @@ def no_compile_caches() -> Iterator[None]:
 def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend: str) -> dict[str, float]:
     """Reset Dynamo, compile ``fn`` under ``side`` and time its first call
     (and the first backward, when it returns a loss): wall and CPU seconds."""
-    from dynamo_dist._compat.observe import reset_dynamo
 
     T.use(side)
     reset_dynamo()
@@ -135,7 +135,6 @@ def cold_compile_seconds(side: str, fn: Callable[..., Any], args: tuple, backend
 
 def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tuple[Callable[..., Any], tuple]],
                       repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from dynamo_dist.worlds import fake_world
 
     with fake_world(*WORLD), no_compile_caches():
         fn, args = make()
@@ -152,8 +151,6 @@ def _compare_compiles(name: str, kind: str, backend: str, make: Callable[[], tup
 
 
 def _model_case(name: str, size: str) -> tuple[Callable[..., Any], tuple]:
-    from dynamo_dist.worlds import make_mesh
-    from dynamo_dist.demo.models import build_model, local_input, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     config = model_config(size)

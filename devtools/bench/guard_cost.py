@@ -25,6 +25,12 @@ import time
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
+from torch.distributed.tensor import distribute_tensor
+from torch.distributed.tensor.placement_types import Replicate, Shard
+
+from dynamo_dist.demo.models import SIZES, build_model, make_input
+from dynamo_dist.worlds import fake_world, make_mesh
 
 from . import _timing as T
 from ._timing import Task
@@ -33,7 +39,6 @@ WORLD = (8, 3)
 
 
 def with_dtensors(x, y, mesh, placements, pg):
-    import torch.distributed as dist
 
     scale = mesh["tp"].size() + dist.get_world_size(pg)
     if placements[0].is_shard():
@@ -42,7 +47,6 @@ def with_dtensors(x, y, mesh, placements, pg):
 
 
 def with_tensors(x, y, mesh, placements, pg):
-    import torch.distributed as dist
 
     scale = mesh["tp"].size() + dist.get_world_size(pg)
     if placements[0].is_shard():
@@ -55,10 +59,7 @@ def tp_block_forward(model, x):
 
 
 def _query_args(dtensors: bool) -> tuple:
-    from torch.distributed.tensor import distribute_tensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
-    from dynamo_dist.worlds import make_mesh
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     placements = (Shard(0), Replicate())
@@ -73,7 +74,6 @@ def new_submesh_each_call(x, mesh):
 
 
 def _submesh_args() -> list[tuple]:
-    from dynamo_dist.worlds import make_mesh
 
     root = make_mesh((2, 4), ("dp", "tp"))
     x = torch.randn(4)
@@ -81,8 +81,6 @@ def _submesh_args() -> list[tuple]:
 
 
 def _block_args() -> tuple:
-    from dynamo_dist.worlds import make_mesh
-    from dynamo_dist.demo.models import SIZES, build_model, make_input
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     return build_model("transformer", SIZES["tiny"], mesh=mesh["tp"]), make_input(SIZES["tiny"])
@@ -170,7 +168,6 @@ def overhead(fn: Callable[..., Any], argsets: list[tuple], backend: str, calls: 
 
 
 def measure(name: str, calls: int, repeats: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from dynamo_dist.worlds import fake_world
 
     fn, make_args, backend = CASES[name]
     calls = max(100, calls // CALLS_DIVISOR.get(name, 1))

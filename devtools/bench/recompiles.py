@@ -21,6 +21,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+from dynamo_dist._compat.observe import funcol, reset_dynamo
+from dynamo_dist.diagnostics.compare import same
+from dynamo_dist.worlds import fake_world, make_mesh, run_in_gloo_world
 
 from . import _timing as T
 from ._timing import Task
@@ -29,7 +37,6 @@ WORLD = (8, 3)
 
 
 def _scaled(x, mesh, placements, pg):
-    import torch.distributed as dist
 
     out = x * mesh.size() + mesh.get_local_rank(0)
     for d in range(mesh.ndim):  # per mesh dim, as a parallelize plan does
@@ -50,7 +57,6 @@ def queries_step(x, mesh, placements, pg):
 
 def collective_step(x, mesh, placements, pg):
     """The same, followed by a functional all-reduce on the group."""
-    from dynamo_dist._compat.observe import funcol
 
     return funcol.all_reduce(_scaled(x, mesh, placements, pg), "sum", pg)
 
@@ -60,9 +66,7 @@ STEPS: dict[str, Callable[..., Any]] = {"queries": queries_step, "queries+all_re
 
 def workload() -> tuple[list[tuple], int]:
     """The calls (argument tuples) and the number of distinct configurations."""
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
-    from dynamo_dist.worlds import make_mesh
 
     root = make_mesh((2, 4), ("dp", "tp"))
     other = make_mesh((2, 4), ("dp", "tp"))  # same shape, new process groups
@@ -86,8 +90,6 @@ def workload() -> tuple[list[tuple], int]:
 def _run_calls(side: str, step: Callable[..., Any], calls: list[tuple]) -> dict[str, Any]:
     """Compile ``step`` under ``side``; call it with each argument tuple and
     compare with eager. Per-call statuses: ok, wrong or the exception."""
-    from dynamo_dist._compat.observe import reset_dynamo
-    from dynamo_dist.diagnostics.compare import same
 
     T.use(side)
     reset_dynamo()
@@ -116,7 +118,6 @@ def _summary(compiles: int, statuses: list[str], distinct: int) -> dict[str, Any
 
 def run_side(side: str, step: Callable[..., Any]) -> dict[str, Any]:
     """Every call of the workload, compiled under ``side``, against eager."""
-    from dynamo_dist.worlds import fake_world
 
     with fake_world(*WORLD):
         calls, distinct = workload()
@@ -137,10 +138,6 @@ def dtensor_step(d):
 
 def dtensor_rank_main() -> dict[str, Any]:
     """One rank's part: stock then plugin over the same DTensor calls."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Partial, Shard
 
     root = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     other = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))  # same ranks, new groups
@@ -163,7 +160,6 @@ def dtensor_rank_main() -> dict[str, Any]:
 
 
 def measure_dtensor(world: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    from dynamo_dist.worlds import run_in_gloo_world
 
     out: dict[str, Any] = {"name": f"DTensors on submeshes + an other-groups mesh (gloo x{world})"}
     progress(f"spawning {world} ranks")

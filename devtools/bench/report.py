@@ -7,6 +7,12 @@ import math
 import os
 from typing import Any
 
+from devtools.coverage.tables import replace_block
+from dynamo_dist.diagnostics.caches import CACHE_NAMES
+
+from .suite import errors
+from .warm_start import outcome_text
+
 DOC_PATH = "docs/benchmarks.md"  # the benchmark page, where every figure is
 DOC_MARKER = "bench"
 README_MARKER = "bench-summary"
@@ -111,7 +117,6 @@ def _model(r: dict[str, Any]) -> str:
 
 def _outcomes(runs: list[dict[str, dict[str, int]]]) -> str:
     """The cache outcomes of a side's runs (one text when every run agreed)."""
-    from .warm_start import outcome_text
 
     texts = list(dict.fromkeys(outcome_text(c) for c in runs))
     return " / ".join(texts) if texts else "-"
@@ -135,7 +140,6 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
 def _bypass_notes(rows: list[dict[str, Any]]) -> str:
     """Why a cache bypassed graphs in the warm runs (as explain words it),
     once per reason, with the rows and sides it held for."""
-    from dynamo_dist.diagnostics.caches import CACHE_NAMES  # heavy: imports torch, which the tables do not need
 
     where: dict[str, dict[str, list[str]]] = {}
     for r in rows:
@@ -437,7 +441,6 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def failures(result: dict[str, Any]) -> str:
-    from .suite import errors
 
     failed = errors(result)
     return "### Failed tasks\n\n" + "\n".join(f"- {line.splitlines()[0]}" for line in failed) if failed else ""
@@ -496,7 +499,6 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
     missing) for the sections ``result`` holds: the warm-start section its
     own block, the others the main one; the hand-written text around the
     markers is kept."""
-    from devtools.coverage.tables import replace_block
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
     blocks = [(None, DOC_MARKER, doc_block), *((own, markers[0], own_doc_block) for own, markers in OWN_BLOCKS.items())]
@@ -514,7 +516,6 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
     ``bench-warm-summary`` for the warm-start section) for the sections
     ``result`` holds; each links to the benchmark page ``doc`` (a path from
     the current directory, linked relative to ``path``)."""
-    from devtools.coverage.tables import replace_block
 
     doc_link = os.path.relpath(doc, os.path.dirname(os.path.abspath(path))).replace(os.sep, "/")
 

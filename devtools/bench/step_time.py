@@ -28,10 +28,16 @@ import time
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+from dynamo_dist.demo.models import build_model, local_input, make_input
+from dynamo_dist.worlds import run_in_gloo_world
 
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
+from .handwritten import check_matches, from_dtensor_model
 
 EAGER, HANDWRITTEN = "eager", "handwritten"
 
@@ -47,11 +53,7 @@ def rank_main(name: str, size: str, backends: list[str], repeats: int, steps: in
               progress_prefix: str = "") -> dict[str, Any]:
     """One rank's part (module level: run in a spawned process). Rank 0
     prints progress lines starting with ``progress_prefix`` to stderr."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
-    from dynamo_dist.demo.models import build_model, local_input, make_input
-    from .handwritten import check_matches, from_dtensor_model
 
     torch.set_num_threads(1)  # ranks share the machine's cores
     if device == "cuda":
@@ -118,7 +120,6 @@ def nccl_skip_reason(world_size: int) -> str | None:
 
 
 def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str], None]) -> dict[str, Any]:
-    from dynamo_dist.worlds import run_in_gloo_world
 
     row: dict[str, Any] = {"model": name, "world": world, "comm": comm, "size": cfg.step_size, "steps": cfg.step_steps,
                            "repeats": cfg.step_repeats, "backends": list(cfg.step_backends)}

@@ -11,6 +11,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+import dynamo_dist
+
 from . import _timing as T
 from . import compile_once, compile_time, guard_cost, recompiles, scale, step_time, warm_clients, warm_start
 
@@ -102,7 +106,6 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
 
 def machine() -> dict[str, Any]:
     """What the figures were taken on."""
-    import torch
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -127,9 +130,7 @@ def machine() -> dict[str, Any]:
 def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
     """Run the chosen sections; the JSON-ready result. A task that fails
     leaves a row with its ``error`` (see ``errors``) and the run goes on."""
-    import torch
 
-    import dynamo_dist
 
     tasks = [(section, task) for section in sections for task in MODULES[section].tasks(cfg)]
     progress = T.Progress(len(tasks), quiet=quiet)

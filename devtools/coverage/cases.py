@@ -14,13 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
+import dynamo_dist
 from dynamo_dist._compat import observe as O
 from dynamo_dist._compat.distributed import all_gather_single as gather_single
 from dynamo_dist._compat.observe import funcol
 from dynamo_dist.diagnostics.compare import same
 from dynamo_dist.diagnostics.graphs import distributed_objects_in
-from dynamo_dist.worlds import fake_world
+from dynamo_dist.worlds import fake_world, make_mesh
 
 OK = "ok"
 CLEAN_BREAK = "clean graph break"
@@ -104,7 +109,6 @@ def _first_line(e: BaseException) -> str:
 
 
 def _mesh2d():
-    from dynamo_dist.worlds import make_mesh
 
     return make_mesh((2, 4), ("dp", "tp"))
 
@@ -165,7 +169,6 @@ def _submesh_escapes():
 
 
 def _placements_built():
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
     def fn(x):
         ps = [Shard(0), Shard(dim=1), Replicate(), Partial(), Partial("max")]
@@ -176,7 +179,6 @@ def _placements_built():
 
 
 def _strided_shard():
-    from torch.distributed.tensor.placement_types import _StridedShard
 
     def fn(x):
         s = _StridedShard(0, split_factor=2)
@@ -186,7 +188,6 @@ def _strided_shard():
 
 
 def _placement_escapes():
-    from torch.distributed.tensor.placement_types import Partial, Shard, _StridedShard
 
     def fn(x):
         return x + 1, Shard(1), Partial("max"), _StridedShard(0, split_factor=2)
@@ -195,7 +196,6 @@ def _placement_escapes():
 
 
 def _placement_in_and_dict():
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, ps):
         d = {Shard(0): 1, Replicate(): 2}
@@ -205,7 +205,6 @@ def _placement_in_and_dict():
 
 
 def _placement_change():
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, p):
         return x + (p.dim if p.is_shard() else -1)
@@ -214,7 +213,6 @@ def _placement_change():
 
 
 def _pg_queries():
-    import torch.distributed as dist
 
     def fn(x, pg):
         return x + pg.size(), (pg.rank(), pg.group_name, pg._get_backend_name(), dist.get_rank(pg),
@@ -224,7 +222,6 @@ def _pg_queries():
 
 
 def _pg_change():
-    import torch.distributed as dist
 
     def fn(x, pg):
         return x + pg.size() + dist.get_world_size(pg) * 10 + dist.get_process_group_ranks(pg)[-1] * 100
@@ -234,7 +231,6 @@ def _pg_change():
 
 
 def _world_queries():
-    import torch.distributed as dist
 
     def fn(x):
         return x + dist.get_rank(), dist.get_world_size(), dist.group.WORLD.size()
@@ -274,7 +270,6 @@ def _mesh_equal_new_object():
 
 
 def _mesh_ndim_change():
-    from dynamo_dist.worlds import make_mesh
 
     def fn(x, m):
         return x + m.ndim + m.size(m.ndim - 1)
@@ -290,7 +285,6 @@ def _mesh_bad_input():
 
 
 def _bad_placement():
-    from torch.distributed.tensor.placement_types import Shard
 
     def fn(x):
         return x + Shard("x").dim
@@ -299,7 +293,6 @@ def _bad_placement():
 
 
 def _user_placement():
-    from torch.distributed.tensor.placement_types import Shard
 
     class Halves(Shard):
         def parts(self):
@@ -319,7 +312,6 @@ def _mesh_tensor():
 
 
 def _group_more():
-    import torch.distributed as dist
 
     def fn(x, pg):
         return x + dist.get_group_rank(pg, dist.get_global_rank(pg, 0)), (
@@ -337,7 +329,6 @@ def _group_collective_method():
 
 
 def _init_mesh_inside():
-    from torch.distributed.device_mesh import init_device_mesh
 
     def fn(x):
         return x + init_device_mesh("cpu", (8,)).ndim
@@ -346,7 +337,6 @@ def _init_mesh_inside():
 
 
 def _new_group_inside():
-    import torch.distributed as dist
 
     def fn(x):
         return x + dist.new_group([0, 1]).size()
@@ -358,8 +348,6 @@ def _new_group_inside():
 
 
 def _dtensor(shape=(8, 4), placements=None, mesh=None):
-    from torch.distributed.tensor import distribute_tensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     mesh = mesh or _mesh2d()
     placements = placements or (Replicate(), Shard(0))
@@ -377,14 +365,11 @@ def _dtensor_attributes():
 
 
 def _replicated():
-    from torch.distributed.tensor.placement_types import Replicate
 
     return (Replicate(), Replicate())
 
 
 def _dtensor_ops():
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
     def fn(x, mesh):
         tp = mesh["tp"]
@@ -405,8 +390,6 @@ class _PlacementList(list):
 
 
 def _placement_sequences():
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, mesh, shard):
         tp = mesh["tp"]
@@ -418,8 +401,6 @@ def _placement_sequences():
 
 
 def _dtensor_run_check():
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, mesh):
         return DTensor.from_local(x, mesh, [Replicate(), Shard(1)], run_check=True).to_local() * 2
@@ -428,8 +409,6 @@ def _dtensor_run_check():
 
 
 def _distribute_inside():
-    from torch.distributed.tensor import distribute_tensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, mesh):
         # The fake world moves no data: compare what the layout decides.
@@ -461,8 +440,6 @@ def _act_inputs():
 def _dtensor_act_local():
     """As ``_act_inputs``, with a DTensor whose local tensor is sometimes an
     AsyncCollectiveTensor."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Replicate
 
     def fn(d):
         return (d * 2 + 1).to_local()
@@ -474,8 +451,6 @@ def _dtensor_act_local():
 
 
 def _dtensor_mesh_other_groups():
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Replicate, Shard
 
     def fn(x, m):
         return DTensor.from_local(x, m["tp"], [Shard(0)]).redistribute(m["tp"], [Replicate()]).to_local()
@@ -485,8 +460,6 @@ def _dtensor_mesh_other_groups():
 
 
 def _strided_shard_redistribute():
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.placement_types import Replicate, _StridedShard
 
     def fn(x, mesh):
         tp = mesh["tp"]
@@ -556,7 +529,6 @@ CASES: list[Case] = [
 
 def run_all(plugin: bool) -> list[Outcome]:
     """Every case with the plugin installed (or not); restores the prior state."""
-    import dynamo_dist
 
     was = dynamo_dist.is_installed()
     (dynamo_dist.install if plugin else dynamo_dist.uninstall)()

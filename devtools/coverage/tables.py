@@ -15,6 +15,8 @@ from typing import Iterable
 from dynamo_dist import _compat as C
 from dynamo_dist.variables.members import ALL_TABLES
 
+from .cases import CASES
+
 # The releases whose stock outcomes the coverage page records, one column each.
 TESTED_VERSIONS: tuple[str, ...] = ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 NOT_MEASURED = "not measured"
@@ -78,7 +80,6 @@ def _stock_cells(running_cells: dict[tuple[str, ...], str], keys: list[tuple[str
 
 
 def _stock_by_member(stock: Iterable) -> dict[str, str]:
-    from .cases import CASES
 
     status = {o.case: o.status for o in stock}
     out: dict[str, str] = {}

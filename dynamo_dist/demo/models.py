@@ -32,6 +32,14 @@ from typing import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
 
 __all__ = [
     "ModelConfig",
@@ -148,14 +156,12 @@ class TransformerBlock(nn.Module):
 
 
 def _plan_mlp(prefix: str = "") -> dict:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     return {f"{prefix}w1": ColwiseParallel(), f"{prefix}w2": RowwiseParallel()}
 
 
 def parallelize_mlp(model: MLP, mesh) -> MLP:
     """ColwiseParallel ``w1``, RowwiseParallel ``w2`` on the 1-D ``mesh``."""
-    from torch.distributed.tensor.parallel import parallelize_module
 
     return parallelize_module(model, mesh, _plan_mlp())
 
@@ -165,14 +171,6 @@ def parallelize_sequence_parallel_block(model: SequenceParallelBlock, mesh) -> S
     the MLP all-gathers its input (Shard(1) -> Replicate) and its
     RowwiseParallel ``w2`` reduce-scatters back to Shard(1), returned as the
     local shard."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        RowwiseParallel,
-        SequenceParallel,
-        parallelize_module,
-    )
 
     plan = {
         "norm": SequenceParallel(),
@@ -186,7 +184,6 @@ def parallelize_sequence_parallel_block(model: SequenceParallelBlock, mesh) -> S
 def parallelize_transformer_block(model: TransformerBlock, mesh) -> TransformerBlock:
     """Attention ``wq/wk/wv`` Colwise and ``wo`` Rowwise (heads split across
     ranks), MLP Colwise -> Rowwise; norms replicated. One ``parallelize_module``."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     plan = {
         "attention.wq": ColwiseParallel(),

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from .._compat import observe as O
+from ..diagnostics.backend import RecordingBackend as CaptureBackend
+from .models import build_model, local_input, make_input
 
 __all__ = ["TrainRun", "Trainer", "train_interleaved", "compare", "ticking"]
 
@@ -52,7 +55,6 @@ class TrainRun:
 
 
 def _sync(device: torch.device) -> None:
-    import torch.distributed as dist
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -74,8 +76,6 @@ class Trainer:
 
     def __init__(self, model_name: str, config, mesh, *, backend: str | None = None,
                  device: torch.device | str = "cpu", label: str = "", lr: float = 0.05) -> None:
-        from ..diagnostics.backend import RecordingBackend as CaptureBackend
-        from .models import build_model
 
         self.model_name, self.config, self.mesh = model_name, config, mesh
         self.device = torch.device(device)
@@ -91,7 +91,6 @@ class Trainer:
         """Training step ``index`` (inputs drawn from it); a failure is
         recorded in ``run.error`` and later steps are skipped."""
 
-        from .models import local_input, make_input
 
         if self.run.error is not None:
             return

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.distributed import ProcessGroup
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
 
 __all__ = ["difference", "same", "mesh_key"]
 
@@ -19,9 +22,6 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
     rank table, dim names, process groups and coordinate. Process groups: the
     same object. Placements and everything else: same type and ``==``.
     """
-    from torch.distributed import ProcessGroup
-    from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor import DTensor
 
     if isinstance(eager, DTensor):
         if not isinstance(compiled, DTensor):

@@ -25,6 +25,9 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.distributed import ProcessGroup
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor.placement_types import Placement
 
 from .._compat import observe as O
 from .rank_lists import compact_ranks
@@ -280,9 +283,6 @@ def collectives_in_printed(code: str, stage: str = "", *, waits: bool = True) ->
 
 # -- rule 1: no distributed object in a graph -----------------------------------------
 def _distributed_types() -> tuple[type, ...]:
-    from torch.distributed import ProcessGroup
-    from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor.placement_types import Placement
 
     return (DeviceMesh, ProcessGroup, Placement)
 

@@ -16,6 +16,8 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from torch.distributed import TCPStore
+
 from .render import _short
 
 
@@ -111,8 +113,6 @@ def _launcher_store(timeout_s: float) -> Any:
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return None
     try:
-        from torch.distributed import TCPStore
-
         return TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                         timeout=timedelta(seconds=timeout_s))
     except Exception:

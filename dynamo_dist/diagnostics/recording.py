@@ -25,10 +25,13 @@ import logging
 import os
 from typing import Any, Callable
 
+import torch.distributed as dist
 import torch.fx
+from torch.distributed.tensor import DTensor
 
-from .._compat import observe as O
+from .. import _hooks
 from .._compat import dynamo_logs as L
+from .._compat import observe as O
 from ..caching import compile_once
 from ..guards import _notes
 from . import breaks as B
@@ -82,7 +85,6 @@ class Recorder:
 
     # -- lifetime -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
-        from .. import _hooks
 
         # Rows of Dynamo's compile metrics that were there before are not this run's.
         self._before = {id(m) for m in O.compilation_metrics()}
@@ -98,7 +100,6 @@ class Recorder:
         return self
 
     def _finish(self) -> None:
-        from .. import _hooks
 
         try:
             _notes.remove_listener(self._on_note)
@@ -135,8 +136,6 @@ class Recorder:
 
     def add_graph(self, gm: torch.fx.GraphModule) -> CapturedGraph | None:
         try:
-            import torch.distributed as dist
-
             if dist.is_available() and dist.is_initialized():
                 self._world = (dist.get_rank(), dist.get_world_size())
             compile_id = O.current_compile_id()
@@ -162,7 +161,6 @@ class Recorder:
             return None
 
     def _note_dtensor_inputs(self, compile_id: str, nodes: list[torch.fx.Node]) -> None:
-        from torch.distributed.tensor import DTensor
 
         for node in nodes:
             if node.op != "placeholder":
@@ -185,7 +183,6 @@ class Recorder:
 
     # -- the report -----------------------------------------------------------------
     def report(self, mode: str) -> ExplainReport:
-        import torch.distributed as dist
 
         rows = [r for r in self._rows if r.compile_id is not None and r.is_forward is not False]
         # A compile that failed early has no code name: take its frame's (compile id "frame/attempt").

@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from hypothesis import given, reject, settings
+from hypothesis import seed as hypothesis_seed
+
 from .properties import InvalidExample, Property, gloo_pool
 from .reproducer import write_reproducer
+from .strategies import LONG_PROFILE, register_profiles
 
 _EXAMPLE_ATTR = "_dynamo_dist_fuzz_example"
 
@@ -70,10 +74,7 @@ def run_property(
     the reproducer to use it). Every distinct failure is shrunk, and written
     to ``out_dir`` as ``<property>_<n>.py`` when given.
     """
-    from hypothesis import given, reject, settings
-    from hypothesis import seed as hypothesis_seed
 
-    from .strategies import LONG_PROFILE, register_profiles
 
     report = PropertyReport(prop.name)
     check = check or prop.check_function()

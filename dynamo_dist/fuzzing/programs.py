@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from hypothesis import strategies as st
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
 from .. import _compat as C
-from .values import placements as placements_st
 from .specs import DTENSOR_OPS, REDUCE_OPS, DTensorSpec, Program, QueryInputs, World, placement_code
+from .values import placements as placements_st
 
 # ---------------------------------------------------------------------------
 # The query grammar.
@@ -121,7 +122,6 @@ class _Builder:
         return self.pick(options)
 
     def placement_literal(self) -> tuple[str, Any]:
-        from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
         dim = self.draw(st.integers(0, self.tensor_ndim - 1))
         kind = self.pick(["shard", "shard_kw", "replicate", "partial", "partial_default", "strided"])
@@ -239,7 +239,6 @@ class _Builder:
         ])
 
     def placement_query(self) -> _Expr:
-        from torch.distributed.tensor.placement_types import Partial, Shard
 
         code, value, t = self.placement()
         code2, _, t2 = self.placement()

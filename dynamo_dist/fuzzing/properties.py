@@ -26,18 +26,37 @@ Properties:
 from __future__ import annotations
 
 import contextlib
+import importlib
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor.placement_types import Replicate
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+import dynamo_dist
 
 from .. import _compat as C
 from .._compat import observe as O
 from ..diagnostics.compare import difference
+from ..worlds import GlooPool, make_mesh
+from . import strategies
 from .oracle import _call, _is_internal, assert_compiles_like_eager
 from .specs import COMPILABLE_DTENSOR_OPS as DTENSOR_OPS  # noqa: F401  (the ops the dtensor property draws)
-from .specs import DTENSOR_EXCLUDED, DTENSOR_STRIDED_INPUTS  # noqa: F401
-from .specs import DTensorExample, GuardExample, QueryExample, WorldObjects, mesh_key, placement_key, world_objects
+from .specs import (  # noqa: F401
+    DTENSOR_EXCLUDED,
+    DTENSOR_STRIDED_INPUTS,
+    DTensorExample,
+    GuardExample,
+    QueryExample,
+    WorldObjects,
+    mesh_key,
+    placement_key,
+    world_objects,
+)
 
 
 class InvalidExample(Exception):
@@ -52,7 +71,6 @@ class InvalidExample(Exception):
 def check_query(example: QueryExample) -> None:
     """compiled == eager with ``fullgraph=True``: zero breaks, one frame,
     every answer and escaping object equal, nothing distributed in the graph."""
-    import dynamo_dist
 
     fn = example.program.function()
     with dynamo_dist.enabled(), world_objects(example.world) as objects:
@@ -72,7 +90,6 @@ def check_wild(example: QueryExample) -> None:
     to find a group at run time, so the graphs are not checked for leaks; and
     a runtime rank used where Python needs an int, ``ranks[mesh.get_local_rank()]``,
     fails with Dynamo's data-dependent error: a known limitation, accepted)."""
-    import dynamo_dist
 
     fn = example.program.function()
     with dynamo_dist.enabled(), world_objects(example.world) as objects, _one_rank(example.one_rank):
@@ -87,7 +104,6 @@ def check_wild(example: QueryExample) -> None:
 
 
 def _data_dependent(e: BaseException | None) -> bool:
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     return isinstance(e, GuardOnDataDependentSymNode) or (e is not None and "data-dependent" in str(e)
                                                            and not _is_internal(e))
@@ -177,7 +193,6 @@ def check_guards(example: GuardExample) -> None:
     second A call reuses A's graph. A call that raises in eager must raise
     the same exception compiled (its frame count is not checked).
     """
-    import dynamo_dist
 
     fn = example.program.function()
     with dynamo_dist.enabled():
@@ -243,7 +258,6 @@ _ACTIVE_POOL: Any = None
 def gloo_pool(world_size: int = 2) -> Iterator[Any]:
     """Keep one spawned gloo world for every ``check_dtensor`` in the block."""
     global _ACTIVE_POOL
-    from ..worlds import GlooPool
 
     previous = _ACTIVE_POOL
     with GlooPool(world_size) as pool:
@@ -280,11 +294,7 @@ def build_dtensor(example: DTensorExample) -> tuple[Any, Any]:
     """``(dtensor, mesh)`` for ``example.spec`` on this rank. Values come from
     the spec's seed (the same global tensor on every rank); ``Partial``
     placements are made with ``DTensor.from_local`` from rank-dependent parts."""
-    import torch.distributed as dist
-    from torch.distributed.tensor import DTensor, distribute_tensor
-    from torch.distributed.tensor.placement_types import Replicate
 
-    from ..worlds import make_mesh
 
     spec = example.spec
     key = (spec.mesh, id(dist.group.WORLD))
@@ -307,9 +317,7 @@ def build_dtensor(example: DTensorExample) -> tuple[Any, Any]:
 def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
     """One rank's side of ``check_dtensor``: ``("ok", "")``,
     ``("invalid", why)`` or ``("fail", what)``."""
-    import traceback
 
-    import dynamo_dist
 
     dynamo_dist.install()
     O.reset_dynamo()
@@ -346,7 +354,6 @@ class Property:
     gloo: bool = False
 
     def check_function(self) -> Callable[[Any], None]:
-        import importlib
 
         module, _, name = self.check.partition(":")
         return getattr(importlib.import_module(module), name)
@@ -354,7 +361,6 @@ class Property:
 
 def _strategy(name: str, *args: Any) -> Callable[[], Any]:
     def make() -> Any:
-        from . import strategies
 
         return getattr(strategies, name)(*args)
 

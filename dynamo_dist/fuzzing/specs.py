@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor.placement_types import Placement
+from torch.distributed.tensor.placement_types import Shard as _Shard
 
 from ..diagnostics.compare import mesh_key  # noqa: F401  (re-exported)
+from ..worlds import fake_world, make_mesh
 
 REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "min", "max", "product", "band", "bor", "bxor")
 # The statements of generated DTensor programs (``programs.dtensor_programs``).
@@ -206,8 +211,6 @@ class DTensorExample:
 # A user-defined placement, as users write them: a Shard subclass with its own
 # state and methods, inheriting Shard's ``__eq__`` (which compares ``dim`` only).
 
-from torch.distributed.tensor.placement_types import Shard as _Shard  # noqa: E402
-
 
 class TaggedShard(_Shard):
     """``Shard(dim)`` with a ``tag`` its inherited ``__eq__`` ignores."""
@@ -244,7 +247,6 @@ def code_of(value: Any, names: dict[int, str] | None = None) -> str:
     """Python source that evaluates to ``value`` (specs, placements, dtypes,
     tuples and literals), given the names a reproducer script imports.
     ``names`` maps ``id(obj)`` to a variable that holds ``obj``."""
-    from torch.distributed.tensor.placement_types import Placement
 
     names = names or {}
     if id(value) in names:
@@ -290,7 +292,6 @@ class WorldObjects:
         self._roots: dict[tuple[MeshSpec, int], Any] = {}
 
     def root(self, spec: MeshSpec, instance: int = 0) -> Any:
-        from ..worlds import make_mesh
 
         for k in range(instance + 1):
             if (spec, k) in self._roots:
@@ -298,7 +299,6 @@ class WorldObjects:
             if spec.ranks is None:
                 self._roots[(spec, k)] = make_mesh(spec.shape, spec.names)
             else:
-                from torch.distributed.device_mesh import DeviceMesh
 
                 self._roots[(spec, k)] = DeviceMesh(
                     "cpu", torch.tensor(spec.ranks).view(spec.shape), mesh_dim_names=spec.names)
@@ -311,7 +311,6 @@ class WorldObjects:
         return copy.copy(mesh) if arg.copy else mesh
 
     def group(self, arg: GroupArg) -> Any:
-        import torch.distributed as dist
 
         if arg.mesh is None:
             return dist.group.WORLD
@@ -327,7 +326,6 @@ class WorldObjects:
         return ("group", self.generation, id(group))
 
     def world_key(self) -> tuple:
-        import torch.distributed as dist
 
         return ("world", self.generation, id(dist.group.WORLD))
 
@@ -346,7 +344,6 @@ def world_objects(world: World) -> Iterator[WorldObjects]:
     chains a rank-prefixing hook onto it, which a long fuzzing run would
     otherwise grow to thousands of nested hooks.
     """
-    from ..worlds import fake_world
 
     hook = sys.excepthook
     try:

@@ -6,6 +6,7 @@ import contextlib
 from typing import Iterator, Sequence
 
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
 
 from .._compat import observe as O
 
@@ -31,6 +32,5 @@ def fake_world(world_size: int, rank: int = 0) -> Iterator[None]:
 
 def make_mesh(shape: Sequence[int], names: Sequence[str] | None = None, device: str = "cpu"):
     """``init_device_mesh`` on the current world."""
-    from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device, tuple(shape), mesh_dim_names=tuple(names) if names else None)

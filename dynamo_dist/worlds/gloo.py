@@ -9,6 +9,9 @@ import socket
 import traceback
 from typing import Any, Callable
 
+import torch
+import torch.distributed as dist
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -21,7 +24,6 @@ def leave_world(finished: bool) -> None:
     work it first waits at a barrier, so no rank closes its gloo connections
     while a peer may still be reading from them; a rank that failed skips the
     barrier (its peers may never reach it) and leaves at once."""
-    import torch.distributed as dist
 
     if finished:
         dist.barrier()
@@ -30,8 +32,6 @@ def leave_world(finished: bool) -> None:
 
 def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, out: Any,
                backend: str = "gloo") -> None:
-    import torch
-    import torch.distributed as dist
 
     try:
         if backend == "nccl":

@@ -13,11 +13,12 @@ import queue
 import traceback
 from typing import Any, Callable
 
+import torch.distributed as dist
+
 from .gloo import _free_port, _rank_main
 
 
 def _serve(commands: list[Any], results: Any) -> str:
-    import torch.distributed as dist
 
     rank = dist.get_rank()
     while True:
