@@ -511,11 +511,90 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
         f.write(text_)
 
 
+def _spread(values: list[float]) -> float:
+    """Half the range of ``values`` relative to their median (how far one
+    sample may sit from the figure)."""
+    values = [v for v in values if v > 0]
+    return (max(values) - min(values)) / 2 / _median(values) if len(values) > 1 else float("nan")
+
+
+def _step_rounds(r: dict[str, Any], backend: str) -> list[float]:
+    """The per-round plugin / stock step-time ratios of a row."""
+    plugin, stock = r["samples_ms"][f"plugin {backend}"], r["samples_ms"][f"stock {backend}"]
+    return [a / b for a, b in zip(plugin, stock)]
+
+
+def headlines(result: dict[str, Any]) -> list[str]:
+    """The README's lines for the sections ``result`` holds: the figure each
+    section is about, in a sentence; the tables stay on the benchmark page."""
+    result = {k: _ok(v) if isinstance(v, list) else v for k, v in result.items()}
+    lines = []
+    guards = [r["overhead_ratio"] for r in result.get("guard_cost", [])]
+    if guards:
+        lines.append(f"Guard overhead per call: plugin / stock x{min(guards):.2f}-x{max(guards):.2f} over "
+                     f"{len(guards)} compiled programs (guards check fewer, cheaper facts).")
+    cpu = [r["cpu_ratio"] for r in result.get("compile_time", [])]
+    if cpu:
+        lines.append(f"Trace + compile: plugin / stock {_range(cpu)} in CPU time (queries and TP models, "
+                     "every backend).")
+    recompiles = result.get("recompiles", [])
+    if recompiles:
+        wrong = sum(r["stock"]["wrong"] + r["stock"]["errors"] for r in recompiles)
+        ours = sum(r["plugin"]["wrong"] + r["plugin"]["errors"] for r in recompiles)
+        exact = all(r["plugin"]["compiles"] == r["distinct_configs"] for r in recompiles)
+        lines.append(f"Recompiles: {'one compile per configuration' if exact else 'more compiles than configurations'}"
+                     f", {ours} wrong answers (stock: {wrong} stale answers from reused graphs).")
+    steps = [(r, b) for r in result.get("step_time", []) if "skipped" not in r for b in r["ratio_to_handwritten"]]
+    if steps:
+        plugin = [r["ratio_to_handwritten"][b]["plugin"] for r, b in steps]
+        stock = [r["ratio_to_handwritten"][b]["stock"] for r, b in steps]
+        rounds = [_step_rounds(r, b) for r, b in steps]
+        noise = _median([_spread(x) for x in rounds])
+        beyond = sum(abs(_median(x) - 1) > _spread(x) for x in rounds)
+        verdict = ("row by row the two differ by less than the run-to-run noise" if not beyond else
+                   f"in {beyond} of {len(rounds)} rows they differ by more than the run-to-run noise")
+        lines.append(f"Step time over a hand-written local-tensor version: plugin {_range(plugin)}, stock "
+                     f"{_range(stock)} (the same graphs: {verdict}, a median spread of {noise * 100:.0f}% with "
+                     "2-4 ranks sharing 2 cores).")
+    warm = [r for r in result.get(WARM, []) if "skipped" not in r and r["model"] != "control"]
+    if warm:
+        full = sum(_full_hit(r["caches"]["warm"].get("plugin", [])) for r in warm)
+        stock = sum(_full_hit(r["caches"]["warm"].get("stock", [])) for r in warm)
+        lines.append(f"Warm start (a new process's first step from the caches another filled): plugin / stock "
+                     f"{_range([r['warm']['ratio'] for r in warm])} on the TP MLP and transformer block "
+                     f"({', '.join(sorted({_world(r) for r in warm}))}); every lookup a hit in {full} of "
+                     f"{len(warm)} rows with the plugin, in {stock} with stock.")
+    clients = [r for r in result.get(WARM_CLIENTS, []) if "skipped" not in r]
+    if clients:
+        ratios = [r["warm"]["ratio"] for r in clients]
+        full = sum(_full_hit(r["caches"]["warm"].get("plugin", [])) for r in clients)
+        lines.append(f"Warm start of torchtitan and HF transformers training steps: plugin / stock {_range(ratios)} "
+                     f"over {len(clients)} rows; every lookup a hit in {full} of them.")
+    slopes = scale_slopes(result.get(SCALE, []))
+    if slopes:
+        plugin = [v["plugin"] for _, _, v in slopes]
+        stock = [v["stock"] for _, _, v in slopes]
+        lines.append(f"From 8 to 65,536 ranks the plugin's guard and compile costs change by x{min(plugin):.2f}-"
+                     f"x{max(plugin):.2f} (stock's by x{min(stock):.2f}-x{max(stock):.2f}).")
+    for r in result.get(ONCE, []):
+        if r.get("kind") == "job" and "skipped" not in r:
+            f = once_figures(r)
+            lines.append(f"Compile once, {_once_program(r)} on {r['ranks']} ranks, cold: "
+                         f"{_f(f['compile_once_compiles'], 0)} compile per graph (stock {_f(f['stock_compiles'], 0)}), "
+                         f"summed compile CPU x{f['cpu_ratio']:.2f} of stock's, slowest first step "
+                         f"x{f['wall_ratio']:.2f}.")
+        elif r.get("kind") == "fleet" and "skipped" not in r:
+            once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]
+            lines.append(f"A new host with the fleet cache (Redis): {once['hits']}/{once['lookups']} lookups hit "
+                         f"(stock {stock['hits']}/{stock['lookups']}).")
+    return lines
+
+
 def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> None:
-    """Rewrite the README's summary blocks (``bench-summary``, and
-    ``bench-warm-summary`` for the warm-start section) for the sections
-    ``result`` holds; each links to the benchmark page ``doc`` (a path from
-    the current directory, linked relative to ``path``)."""
+    """Rewrite the README's blocks (``bench-summary``, and a section's own
+    for the sections that have one) for the sections ``result`` holds: the
+    headline lines, linking to the benchmark page ``doc`` (a path from the
+    current directory, linked relative to ``path``), where the tables are."""
 
     doc_link = os.path.relpath(doc, os.path.dirname(os.path.abspath(path))).replace(os.sep, "/")
 
@@ -528,8 +607,8 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
         if _has(part):
             # The machine and torch, not the date: the README states what holds, the
             # benchmark page (and the saved result) when it was measured.
-            body = (f"{summary(part)}\n\n{m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}; "
-                    f"every figure, the method, the noise and the command: [{doc_link}]({doc_link}).")
+            bullets = "\n".join(f"- {line}" for line in headlines(part))
+            body = f"{bullets}\n\n({m['cpu']}, {m['cores']} cores{load}, torch {m['torch']}: [{doc_link}]({doc_link}))"
             text_ = replace_block(text_, marker, body)
     with open(path, "w") as f:
         f.write(text_)
