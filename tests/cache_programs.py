@@ -47,14 +47,19 @@ def _reshard(mesh):
     return f, torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4).requires_grad_()
 
 
-def _local_shard(mesh):
+def _local_shard(scale: int):
     """A DTensor program with no collective, forward or backward: each rank
-    scales its own shard (a world with a dead rank can still run it)."""
+    scales its own shard by ``scale`` (a world with a dead rank can still run
+    it; nothing in it depends on the rank, so it compiles under
+    ``compile_on_one_rank`` on every release)."""
 
-    def f(x):
-        return (DTensor.from_local(x, mesh, [Shard(0)], run_check=False) * 2).to_local()
+    def build(mesh):
+        def f(x):
+            return (DTensor.from_local(x, mesh, [Shard(0)], run_check=False) * scale).to_local()
 
-    return f, torch.arange(2 * 4, dtype=torch.float32).reshape(2, 4).requires_grad_()
+        return f, torch.arange(2 * 4, dtype=torch.float32).reshape(2, 4).requires_grad_()
+
+    return build
 
 
 def _rows_of(mesh):
@@ -80,7 +85,8 @@ def _input_placed(placement):
 
 # name -> (builder, whether it communicates: a fake world's collectives leave
 # their outputs undefined, so only gloo worlds compare such values).
-PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False), "local_shard": (_local_shard, False),
+PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False), "local_shard": (_local_shard(2), False),
+            "local_shard_x3": (_local_shard(3), False),
             "replicate_input": (_input_placed(Replicate()), False),
             "shard0_input": (_input_placed(Shard(0)), False)}
 
