@@ -206,3 +206,22 @@ def test_device_agnostic_code_is_detected_where_torch_has_it():
 
     release = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     assert caches.device_agnostic_codegen() == (release >= (2, 14))
+
+
+def test_settings_that_make_the_compile_run_collectives_are_seen(monkeypatch):
+    """Under them every compiling rank meets the others in a collective, so a
+    rank that loads would leave them waiting: compile once steps aside."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    from dynamo_dist._compat import caches
+
+    assert caches.compile_time_collectives_on() == []  # torch's defaults, on every release
+    monkeypatch.setattr(functorch_config, "_sync_decision_cross_ranks", True)
+    assert caches.compile_time_collectives_on() == ["torch._functorch.config._sync_decision_cross_ranks"]
+    monkeypatch.setattr(functorch_config, "_sync_decision_cross_ranks", False)
+    monkeypatch.setattr(inductor_config, "reorder_for_compute_comm_overlap", True)
+    spmd = getattr(getattr(inductor_config, "aten_distributed_optimizations", None), "spmd_check", None)
+    expected = ["torch._inductor.config.aten_distributed_optimizations.spmd_check with collective reordering"] \
+        if spmd else []  # 2.12 / 2.13 check by default; 2.14+ only when asked
+    assert caches.compile_time_collectives_on() == expected

@@ -235,31 +235,48 @@ def default_store() -> Any:
         return None
 
 
-# Settings under which a compile runs collectives on every rank that compiles
-# (``module``, attribute path): a rank that loads instead of compiling would
-# leave the others waiting in them.
-COMPILE_TIME_COLLECTIVES: tuple[tuple[str, str], ...] = (
-    ("torch._functorch.config", "_sync_decision_cross_ranks"),
-    ("torch._functorch.config", "_sync_cache_decision_cross_ranks"),
-    ("torch._inductor.config_comms", "runtime_estimations_align_across_all_distributed_ranks"),
-    ("torch._inductor.config", "aten_distributed_optimizations.spmd_check"),
-    ("torch._inductor.config", "aten_distributed_optimizations.enable_overlap_scheduling"),
-)
+def _setting(module_name: str, path: str) -> Any:
+    """A config value by module and dotted path, or None where this release lacks it."""
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _on(module_name: str, path: str) -> bool:
+    return _setting(module_name, path) is True
+
+
+_INDUCTOR, _FUNCTORCH, _COMMS = "torch._inductor.config", "torch._functorch.config", "torch._inductor.config_comms"
+
+
+def _reorders() -> bool:
+    """Inductor reorders collectives for overlap (its SPMD check then runs)."""
+    return _on(_INDUCTOR, "aten_distributed_optimizations.enable_overlap_scheduling") or \
+        _on(_INDUCTOR, "reorder_for_compute_comm_overlap")
+
+
+# Settings under which a compile runs collectives on every rank that compiles,
+# by name -> whether they are on now: a rank that loads instead of compiling
+# would leave the others waiting in them.
+COMPILE_TIME_COLLECTIVES: dict[str, Callable[[], bool]] = {
+    f"{_FUNCTORCH}._sync_decision_cross_ranks": lambda: _on(_FUNCTORCH, "_sync_decision_cross_ranks"),
+    f"{_FUNCTORCH}._sync_cache_decision_cross_ranks": lambda: _on(_FUNCTORCH, "_sync_cache_decision_cross_ranks"),
+    f"{_INDUCTOR}.aten_distributed_optimizations.spmd_check with collective reordering":
+        lambda: _on(_INDUCTOR, "aten_distributed_optimizations.spmd_check") and _reorders(),
+    f"{_INDUCTOR}.aten_distributed_optimizations.enable_overlap_scheduling":
+        lambda: _on(_INDUCTOR, "aten_distributed_optimizations.enable_overlap_scheduling"),
+    f"{_COMMS}.runtime_estimations_align_across_all_distributed_ranks":
+        lambda: _on(_COMMS, "runtime_estimations_align_across_all_distributed_ranks"),
+}
 
 
 def compile_time_collectives_on() -> list[str]:
     """The ``COMPILE_TIME_COLLECTIVES`` settings that are on, by name."""
-    on = []
-    for module_name, path in COMPILE_TIME_COLLECTIVES:
-        try:
-            value: Any = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for part in path.split("."):
-            value = getattr(value, part, False)
-        if value is True:
-            on.append(f"{module_name}.{path}")
-    return on
+    return [name for name, on in COMPILE_TIME_COLLECTIVES.items() if on()]
 
 
 def redis_backend() -> type | None:
