@@ -20,8 +20,19 @@ def missing(client: str) -> list[str]:
     return [name for name in REQUIRES[client] if find_spec(name) is None]
 
 
+class _OnParallelism:
+    """A case whose world is its ``parallelism``'s (a key of :data:`PARALLELISMS`)."""
+
+    parallelism: str
+
+    @property
+    def world_size(self) -> int:
+        fsdp, tp = PARALLELISMS[self.parallelism]
+        return fsdp * tp
+
+
 @dataclass(frozen=True)
-class TitanCase:
+class TitanCase(_OnParallelism):
     """torchtitan's llama3 debugmodel (cut to ``n_layers`` blocks):
     ``parallelism`` a key of :data:`PARALLELISMS`, ``spmd_backend`` one of
     :data:`SPMD_BACKENDS`, ``ac`` its activation checkpointing (``selective``
@@ -35,10 +46,6 @@ class TitanCase:
     local_batch_size: int = 2
     compile_loss: bool = True  # torchtitan compiles the model and the loss by default
 
-    @property
-    def world_size(self) -> int:
-        fsdp, tp = PARALLELISMS[self.parallelism]
-        return fsdp * tp
 
     @property
     def id(self) -> str:
@@ -46,7 +53,7 @@ class TitanCase:
 
 
 @dataclass(frozen=True)
-class SimpleFSDPCase:
+class SimpleFSDPCase(_OnParallelism):
     """torchtitan's graph_trainer llama3 debugmodel (cut to ``n_layers``
     blocks) with SimpleFSDP (every parameter a ``Shard(0)`` DTensor,
     redistributed inside the compiled model) and, for ``dp_tp``, tensor
@@ -58,10 +65,6 @@ class SimpleFSDPCase:
     seq_len: int = 64
     local_batch_size: int = 2
 
-    @property
-    def world_size(self) -> int:
-        fsdp, tp = PARALLELISMS[self.parallelism]
-        return fsdp * tp
 
     @property
     def id(self) -> str:

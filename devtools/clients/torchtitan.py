@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 from .cases import CPCase, MoECase, PARALLELISMS, SimpleFSDPCase, TitanCase
 from .runs import MODES, RunResult, run_modes
-from .torchtitan_common import AVAILABLE, TitanTraining, require, sum_reductions, use_cpu, world_device
+from .torchtitan_common import AVAILABLE, TitanTraining, require, use_cpu, world_device
 from .torchtitan_cp import CPTraining
 from .torchtitan_moe import MoETraining
 from .torchtitan_simple_fsdp import SimpleFSDPTraining
@@ -44,7 +44,6 @@ if AVAILABLE:
     from torchtitan.distributed import ParallelDims, full_dtensor
     from torchtitan.distributed import utils as titan_dist
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
-    from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
     from torchtitan.distributed.spmd_types import annotate_input_spmd_types
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.llama3 import llama3_configs, parallelize_llama
@@ -80,16 +79,8 @@ class Llama3Training(TitanTraining):
         model = parallelize_llama(model, parallel_dims=self.dims, training=training, parallelism=self.parallelism,
                                   compile_config=compile_config, ac_config=config.activation_checkpoint,
                                   dump_folder="")
-        disable_fsdp_gradient_division(model)
-        sum_reductions(model)
-        model.to_empty(device=self.device)
-        with torch.no_grad():
-            model.init_weights(buffer_device=None)
-        model.train()
-        self.model = model
-        self.loss_fn = config.loss.build(compile_config=compile_config)
+        self.adopt(model, config, compile_config, init="init_weights")
         self.context = titan_dist.get_spmd_context(parallel_dims=self.dims)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
 
     def prepare_inputs(self, inputs, labels):
         # As torchtitan's trainer prepares inputs for each backend (post_dataloading_process).

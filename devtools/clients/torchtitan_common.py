@@ -26,6 +26,7 @@ AVAILABLE = not missing("torchtitan")
 
 if AVAILABLE:
     import torchtitan.tools.utils as titan_utils
+    from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
 
 
 def require() -> None:
@@ -73,6 +74,23 @@ class TitanTraining:
     @property
     def device(self) -> str:
         return world_device()
+
+    def adopt(self, model: torch.nn.Module, config: Any, compile_config: Any, init: str = "init_states",
+              reduce_by_sum: bool = True) -> None:
+        """Make ``model`` (parallelized on the meta device) this build's: its
+        gradients reduced by a plain sum (``reduce_by_sum``; gloo lacks
+        FSDP's PREMUL_SUM), materialized on this rank's device and initialized
+        (torchtitan's ``init``), then its loss and optimizer."""
+        if reduce_by_sum:
+            disable_fsdp_gradient_division(model)
+            sum_reductions(model)
+        model.to_empty(device=self.device)
+        with torch.no_grad():
+            getattr(model, init)(buffer_device=None)
+        model.train()
+        self.model = model
+        self.loss_fn = config.loss.build(compile_config=compile_config)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
 
     def state(self) -> list[torch.Tensor]:
         return [local(t) for t in (*self.model.parameters(), *self.model.buffers())]

@@ -33,7 +33,7 @@ from torch.distributed.tensor.experimental import implicit_replication
 from torch.nn.attention import SDPBackend
 
 from .cases import CPCase
-from .torchtitan_common import AVAILABLE, TitanTraining, sum_reductions
+from .torchtitan_common import AVAILABLE, TitanTraining
 
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
@@ -41,7 +41,6 @@ if AVAILABLE:
     from torchtitan.distributed import ParallelDims
     from torchtitan.distributed import utils as titan_dist
     from torchtitan.distributed.context_parallel import prepare_context_parallel_input
-    from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.llama3 import llama3_configs, parallelize_llama
     from torchtitan.trainer import Trainer
@@ -79,15 +78,7 @@ class CPTraining(TitanTraining):
                 block.attention.inner_attention.sdpa_backends = [SDPBackend.MATH]
         model = parallelize_llama(model, parallel_dims=self.dims, training=training, parallelism=self.parallelism,
                                   compile_config=compile_config, ac_config=None, dump_folder="")
-        disable_fsdp_gradient_division(model)
-        sum_reductions(model)
-        model.to_empty(device=self.device)
-        with torch.no_grad():
-            model.init_states(buffer_device=None)
-        model.train()
-        self.model = model
-        self.loss_fn = config.loss.build(compile_config=compile_config)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        self.adopt(model, config, compile_config)
 
     def prepare_inputs(self, inputs, labels):
         # As torchtitan's trainer does (post_dataloading_process): positions

@@ -20,14 +20,13 @@ from __future__ import annotations
 import torch
 
 from .cases import MoECase
-from .torchtitan_common import AVAILABLE, TitanTraining, sum_reductions
+from .torchtitan_common import AVAILABLE, TitanTraining
 
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
     from torchtitan.distributed import ParallelDims
     from torchtitan.distributed import utils as titan_dist
-    from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.deepseek_v3 import deepseekv3_configs, parallelize_deepseekv3
     from torchtitan.trainer import Trainer
@@ -61,12 +60,4 @@ class MoETraining(TitanTraining):
             model = model_config.build()
         model = parallelize_deepseekv3(model, parallel_dims=self.dims, training=training, parallelism=parallelism,
                                        compile_config=compile_config, ac_config=None, dump_folder="")
-        disable_fsdp_gradient_division(model)
-        sum_reductions(model)
-        model.to_empty(device=self.device)
-        with torch.no_grad():
-            model.init_states(buffer_device=None)
-        model.train()
-        self.model = model
-        self.loss_fn = config.loss.build(compile_config=compile_config)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        self.adopt(model, config, compile_config)

@@ -62,10 +62,4 @@ class SimpleFSDPTraining(TitanTraining):
             warnings.simplefilter("ignore", FutureWarning)  # graph_trainer deprecates jit (Dynamo) for make_fx tracing
             model = parallelize_llama(model, parallel_dims=self.dims, training=training, parallelism=parallelism,
                                       compile_config=compile_config, ac_config=None, dump_folder="")
-        model.to_empty(device=self.device)
-        with torch.no_grad():
-            model.init_states(buffer_device=None)
-        model.train()
-        self.model = model
-        self.loss_fn = config.loss.build(compile_config=compile_config)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        self.adopt(model, config, compile_config, reduce_by_sum=False)
