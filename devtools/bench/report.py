@@ -226,7 +226,8 @@ def scale_slopes(rows: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, f
         lo, hi = same[0], same[-1]
         span = f"{ndim}-D, {lo['world']:,} -> {hi['world']:,} ranks"
         for fn in lo["guard_overhead_us"]:
-            out.append((f"guard overhead, {fn}", span, {s: hi["guard_overhead_us"][fn][s] / lo["guard_overhead_us"][fn][s]
+            out.append((f"guard overhead, {fn}", span,
+                        {s: hi["guard_overhead_us"][fn][s] / lo["guard_overhead_us"][fn][s]
                                                         for s in ("stock", "plugin")}))
         out.append(("trace + compile", span, {s: hi["compile_s"][s] / lo["compile_s"][s] for s in ("stock", "plugin")}))
     return out

@@ -127,7 +127,8 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "", quiet: bool = False) -> dict[str, Any]:
+def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "",
+        quiet: bool = False) -> dict[str, Any]:
     """Run the chosen sections; the JSON-ready result. A task that fails
     leaves a row with its ``error`` (see ``errors``) and the run goes on."""
 

@@ -199,8 +199,7 @@ def measure(program: Program, cold_repeats: int, warm_repeats: int, timeout: flo
             progress: Callable[[str], None]) -> dict[str, Any]:
     """Cold and warm samples of ``program``, stock and plugin alternating; the row."""
     sides = (T.STOCK, T.PLUGIN)
-    empty: Callable[[], dict[str, dict[str, list]]] = lambda: {"cold": {}, "warm": {}}
-    caches, per_rank, reasons, frames = empty(), empty(), empty(), empty()
+    caches, per_rank, reasons, frames = ({"cold": {}, "warm": {}} for _ in range(4))
     seeds: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="dynamo_dist_warm_") as root:
         def sample(phase: str, side: str) -> dict[str, float]:
@@ -243,8 +242,8 @@ def _check_frames(program: Program, frames: dict[str, dict[str, list[int]]]) -> 
         seen = {n for phase in frames.values() for n in phase.get(side, [])}
         expected = {program.frames} if program.frames is not None else seen
         if len(seen) != 1 or seen != expected:
-            raise RuntimeError(f"{program.model} ({side}): compiled frames per run {sorted(seen)}, "
-                               f"expected {sorted(expected) if program.frames is not None else 'the same in every run'}")
+            wanted = sorted(expected) if program.frames is not None else "the same in every run"
+            raise RuntimeError(f"{program.model} ({side}): compiled frames per run {sorted(seen)}, expected {wanted}")
 
 
 def tasks(cfg: Any) -> list[Task]:

@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = suite.QUICK if args.quick else suite.FULL
         if args.warm_gloo:
             cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
-        result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args), quiet=args.quiet)
+        result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args),
+                           quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
         with open(args.json, "w") as f:

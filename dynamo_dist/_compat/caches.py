@@ -127,7 +127,7 @@ def aot_autograd_cache() -> type:
     returns ``(compiled_fn, aot_config)`` (2.12+) or ``compiled_fn`` (2.11;
     the config is changed in place), ``save(key, entry, remote)`` stores a
     compiled entry (2.11-2.15)."""
-    return importlib.import_module("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
+    return _autograd_cache_module().AOTAutogradCache
 
 
 def fx_graph_cache() -> type:
@@ -336,7 +336,7 @@ def cudagraphs_on() -> bool:
 
 # -- the AOTAutograd cache's admission of one graph --------------------------
 
-def autograd_cache() -> Any:
+def _autograd_cache_module() -> Any:
     return importlib.import_module("torch._functorch._aot_autograd.autograd_cache")
 
 
@@ -344,11 +344,11 @@ def aot_key_hook_point() -> tuple[Any, str]:
     """(module, name) of ``autograd_cache_key(gm, example_inputs, config,
     ...)``: checks that the Dynamo graph is cacheable, then computes its key
     (what ``AOTAutogradCache`` and ``aot_autograd.autograd_cache_key`` call)."""
-    return autograd_cache(), "autograd_cache_key"
+    return _autograd_cache_module(), "autograd_cache_key"
 
 
 def bypass_error() -> type[Exception]:
-    return autograd_cache().BypassAOTAutogradCache
+    return _autograd_cache_module().BypassAOTAutogradCache
 
 
 def graph_module_of(mod: Any) -> Any:
@@ -359,7 +359,7 @@ def graph_module_of(mod: Any) -> Any:
 def node_refusal(node: Any) -> str | None:
     """Why the AOTAutograd cache refuses ``node`` in a graph it checks
     (``check_node_safe``: the call targets it knows how to key), or None."""
-    cache = autograd_cache()
+    cache = _autograd_cache_module()
     try:
         cache.check_node_safe(node)
     except cache.BypassAOTAutogradCache as e:
