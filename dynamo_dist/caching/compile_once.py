@@ -99,7 +99,8 @@ class _Local(threading.local):
 
 _local = _Local()
 _stores: dict[tuple[int, int, str], JobStore] = {}
-_disabled: list[str] = []  # why coordination stopped for this process (a store failure)
+# id of a store that failed -> (the store, held so its id is not reused; why): no coordination through it again.
+_failed: dict[int, tuple[Any, str]] = {}
 _warned: set[str] = set()
 _stats: collections.Counter = collections.Counter()
 
@@ -126,10 +127,11 @@ def inactive_reason() -> str | None:
     """Why graphs are not shared across the job right now, or None when they are."""
     if not config.compile_once:
         return "switched off (dynamo_dist.config.compile_once = False)"
-    if _disabled:
-        return _disabled[0]
     if not dist.is_available() or not dist.is_initialized():
         return "no process group (a single process)"
+    failed = _failed.get(id(C.caches.default_store()))
+    if failed is not None:
+        return failed[1]
     if dist.get_world_size() < 2:
         return "a world of one rank"
     if C.caches.is_fake_world():
@@ -240,7 +242,8 @@ def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any]
 
 def _store_failed(error: StoreError) -> None:
     reason = f"the job's store failed ({error}); every rank compiles its own graphs from here on"
-    _disabled.append(reason)
+    store = C.caches.default_store()
+    _failed[id(store)] = (store, reason)
     _warn_once("store", f"compile once is off for this process: {reason}")
 
 
