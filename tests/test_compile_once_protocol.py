@@ -208,7 +208,7 @@ def test_device_agnostic_code_is_detected_where_torch_has_it():
     assert caches.device_agnostic_codegen() == (release >= (2, 14))
 
 
-def test_settings_that_make_the_compile_run_collectives_are_seen(monkeypatch):
+def test_settings_that_make_the_compile_run_collectives_are_seen():
     """Under them every compiling rank meets the others in a collective, so a
     rank that loads would leave them waiting: compile once steps aside."""
     import torch._functorch.config as functorch_config
@@ -217,11 +217,12 @@ def test_settings_that_make_the_compile_run_collectives_are_seen(monkeypatch):
     from dynamo_dist._compat import caches
 
     assert caches.compile_time_collectives_on() == []  # torch's defaults, on every release
-    monkeypatch.setattr(functorch_config, "_sync_decision_cross_ranks", True)
-    assert caches.compile_time_collectives_on() == ["torch._functorch.config._sync_decision_cross_ranks"]
-    monkeypatch.setattr(functorch_config, "_sync_decision_cross_ranks", False)
-    monkeypatch.setattr(inductor_config, "reorder_for_compute_comm_overlap", True)
-    spmd = getattr(getattr(inductor_config, "aten_distributed_optimizations", None), "spmd_check", None)
-    expected = ["torch._inductor.config.aten_distributed_optimizations.spmd_check with collective reordering"] \
-        if spmd else []  # 2.12 / 2.13 check by default; 2.14+ only when asked
-    assert caches.compile_time_collectives_on() == expected
+    # torch's own config.patch: monkeypatch's undo deletes a config entry instead of restoring it
+    with functorch_config.patch(_sync_decision_cross_ranks=True):
+        assert caches.compile_time_collectives_on() == ["torch._functorch.config._sync_decision_cross_ranks"]
+    with inductor_config.patch(reorder_for_compute_comm_overlap=True):
+        spmd = getattr(getattr(inductor_config, "aten_distributed_optimizations", None), "spmd_check", None)
+        expected = ["torch._inductor.config.aten_distributed_optimizations.spmd_check with collective reordering"] \
+            if spmd else []  # 2.12 / 2.13 check by default; 2.14+ only when asked
+        assert caches.compile_time_collectives_on() == expected
+    assert functorch_config._sync_decision_cross_ranks is False  # restored, not deleted
