@@ -267,7 +267,10 @@ def measure_coordination(processes: int, keys: int, compile_s: float, payload: i
                          progress: Callable[[str], None]) -> dict[str, Any]:
     """``processes`` ranks claim ``keys`` graphs through one TCPStore."""
     server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    ctx = mp.get_context("spawn")
+    # Forked from one server that imported torch once: 64 processes that each
+    # imported torch themselves would need about 20 GB, more than the machine.
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.caching.job_store", __name__])
     out = ctx.Queue()
     procs = [ctx.Process(target=_simulated_rank, args=(r, server.port, processes, keys, compile_s, payload, out),
                          daemon=True) for r in range(processes)]

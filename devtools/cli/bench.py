@@ -58,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not run: report a result saved with --json")
     parser.add_argument("--note", default="", help="a line added under the stamp in the doc (e.g. the machine load)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--client-rows", nargs="+", metavar="ROW",
+                        help="warm_start_clients: only these rows (their names as the table prints them)")
+    parser.add_argument("--client-warm-runs", type=int, metavar="N",
+                        help="warm_start_clients: warm runs per side and row (default 3)")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -69,6 +73,10 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--only", *args.only]
     if args.warm_gloo:
         words.append("--warm-gloo")
+    if args.client_rows:
+        words += ["--client-rows", *args.client_rows]
+    if args.client_warm_runs:
+        words += ["--client-warm-runs", str(args.client_warm_runs)]
     for flag, value in (("--json", args.json), ("--write-doc", args.write_doc),
                         ("--update-readme", args.update_readme)):
         if value:
@@ -104,6 +112,18 @@ def run(args: argparse.Namespace) -> int:
         cfg = suite.QUICK if args.quick else suite.FULL
         if args.warm_gloo:
             cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
+        if args.client_rows:
+            unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
+            if unknown:
+                print(f"python -m devtools bench: --client-rows: no row {unknown[0]!r}; the rows: "
+                      + "; ".join(suite.warm_clients.ROWS), file=sys.stderr)
+                return 2
+            cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
+        if args.client_warm_runs:
+            if args.client_warm_runs < 1:
+                print("python -m devtools bench: --client-warm-runs: give 1 or more", file=sys.stderr)
+                return 2
+            cfg = dataclasses.replace(cfg, warm_clients_repeats=args.client_warm_runs)
         result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args),
                            quiet=args.quiet)
     print(report.text(result))
