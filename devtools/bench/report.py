@@ -577,14 +577,24 @@ def headlines(result: dict[str, Any]) -> list[str]:
         stock = [v["stock"] for _, _, v in slopes]
         lines.append(f"From 8 to 65,536 ranks the plugin's guard and compile costs change by x{min(plugin):.2f}-"
                      f"x{max(plugin):.2f} (stock's by x{min(stock):.2f}-x{max(stock):.2f}).")
+    jobs = [r for r in result.get(ONCE, []) if r.get("kind") == "job" and "skipped" not in r]
+    blocks = [(r, once_figures(r)) for r in jobs if r.get("size") not in (None, "-")]
+    clients = [once_figures(r) for r in jobs if r.get("size") in (None, "-")]
+    if blocks:
+        def each(key: str, digits: int = 2, prefix: str = "") -> str:
+            return " and ".join(prefix + _f(f[key], digits) for _, f in blocks)
+        worlds = " and ".join(str(r["ranks"]) for r, _ in blocks)
+        lines.append(f"Compile once, a cold job of the TP block on {worlds} ranks: "
+                     f"{each('compile_once_compiles', 1)} compiles per graph (stock {each('stock_compiles', 1)}), "
+                     f"summed compile CPU {each('cpu_ratio', prefix='x')} of stock's, "
+                     f"slowest first step {each('wall_ratio', prefix='x')}.")
+    if clients:
+        lines.append(f"Compile once on {len(clients)} client programs (torchtitan, transformers; 2 ranks): "
+                     f"{_range([f['compile_once_compiles'] for f in clients])} compiles per graph "
+                     f"(stock {_range([f['stock_compiles'] for f in clients])}), summed compile CPU "
+                     f"x{_range([f['cpu_ratio'] for f in clients])} of stock's.")
     for r in result.get(ONCE, []):
-        if r.get("kind") == "job" and "skipped" not in r:
-            f = once_figures(r)
-            lines.append(f"Compile once, {_once_program(r)} on {r['ranks']} ranks, cold: "
-                         f"{_f(f['compile_once_compiles'], 0)} compile per graph (stock {_f(f['stock_compiles'], 0)}), "
-                         f"summed compile CPU x{f['cpu_ratio']:.2f} of stock's, slowest first step "
-                         f"x{f['wall_ratio']:.2f}.")
-        elif r.get("kind") == "fleet" and "skipped" not in r:
+        if r.get("kind") == "fleet" and "skipped" not in r:
             once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]
             lines.append(f"A new host with the fleet cache (Redis): {once['hits']}/{once['lookups']} lookups hit "
                          f"(stock {stock['hits']}/{stock['lookups']}).")
