@@ -51,6 +51,21 @@ class Training(Protocol):
         (before the optimizer step), in parameter order."""
 
 
+class ModelState:
+    """``Training``'s state and load for a build that keeps its model in
+    ``self.model``: every parameter and buffer, this rank's piece of each."""
+
+    model: torch.nn.Module
+
+    def state(self) -> list[torch.Tensor]:
+        return [local(t) for t in (*self.model.parameters(), *self.model.buffers())]
+
+    def load(self, state: Sequence[torch.Tensor]) -> None:
+        with torch.no_grad():
+            for mine, theirs in zip(self.state(), state, strict=True):
+                mine.copy_(theirs)
+
+
 @dataclass
 class GraphSummary:
     """One captured graph: where it was compiled from and what it communicates."""

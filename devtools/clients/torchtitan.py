@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
 import torch.distributed as dist
 
 from .cases import CPCase, MoECase, PARALLELISMS, SimpleFSDPCase, TitanCase
@@ -41,7 +40,7 @@ from .torchtitan_simple_fsdp import SimpleFSDPTraining
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
-    from torchtitan.distributed import ParallelDims, full_dtensor
+    from torchtitan.distributed import full_dtensor
     from torchtitan.distributed import utils as titan_dist
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
     from torchtitan.distributed.spmd_types import annotate_input_spmd_types
@@ -69,13 +68,7 @@ class Llama3Training(TitanTraining):
         loss = CrossEntropyLoss.Config(global_vocab_size=model_config.vocab_size)  # spmd_types' TP loss needs it
         config = Trainer.Config(parallelism=self.parallelism, training=training, compile=compile_config,
                                 loss=loss, activation_checkpoint=_ac_config(case.ac))
-        self.dims = ParallelDims.from_config(self.parallelism, world_size)
-        self.dims.build_mesh()
-        titan_dist.set_spmd_backend(case.spmd_backend)
-        model_config.update_from_config(config=config)
-        self.vocab_size = model_config.vocab_size
-        with torch.device("meta"):
-            model = model_config.build()
+        model = self.build_on_meta(model_config, config, self.parallelism, world_size, case.spmd_backend)
         model = parallelize_llama(model, parallel_dims=self.dims, training=training, parallelism=self.parallelism,
                                   compile_config=compile_config, ac_config=config.activation_checkpoint,
                                   dump_folder="")

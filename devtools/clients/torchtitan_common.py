@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, ContextManager, Sequence
+from typing import Any, ContextManager
 
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
 from .cases import missing
-from .runs import local
+from .runs import ModelState, local
 
 AVAILABLE = not missing("torchtitan")
 
 if AVAILABLE:
     import torchtitan.tools.utils as titan_utils
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import utils as titan_dist
     from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
 
 
@@ -58,7 +60,7 @@ def sum_reductions(model: torch.nn.Module) -> None:
             module.set_force_sum_reduction_for_comms(True)
 
 
-class TitanTraining:
+class TitanTraining(ModelState):
     """One build of a torchtitan model on this rank (``self.model``,
     ``self.loss_fn``, ``self.optimizer``, ``self.dims``, ``self.vocab_size``,
     ``self.case`` with ``local_batch_size`` and ``seq_len``), trained one
@@ -74,6 +76,18 @@ class TitanTraining:
     @property
     def device(self) -> str:
         return world_device()
+
+    def build_on_meta(self, model_config: Any, config: Any, parallelism: Any, world_size: int,
+                      spmd_backend: str) -> torch.nn.Module:
+        """Build this rank's mesh (``self.dims``) and ``model_config``'s model on
+        the meta device, as torchtitan's trainer does before parallelizing."""
+        self.dims = ParallelDims.from_config(parallelism, world_size)
+        self.dims.build_mesh()
+        titan_dist.set_spmd_backend(spmd_backend)
+        model_config.update_from_config(config=config)
+        self.vocab_size = model_config.vocab_size
+        with torch.device("meta"):
+            return model_config.build()
 
     def adopt(self, model: torch.nn.Module, config: Any, compile_config: Any, init: str = "init_states",
               reduce_by_sum: bool = True) -> None:
@@ -91,14 +105,6 @@ class TitanTraining:
         self.model = model
         self.loss_fn = config.loss.build(compile_config=compile_config)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-
-    def state(self) -> list[torch.Tensor]:
-        return [local(t) for t in (*self.model.parameters(), *self.model.buffers())]
-
-    def load(self, state: Sequence[torch.Tensor]) -> None:
-        with torch.no_grad():
-            for mine, theirs in zip(self.state(), state, strict=True):
-                mine.copy_(theirs)
 
     def batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Tokens for this rank's data-parallel slice: equal on the ranks of a

@@ -38,8 +38,6 @@ from .torchtitan_common import AVAILABLE, TitanTraining
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
-    from torchtitan.distributed import ParallelDims
-    from torchtitan.distributed import utils as titan_dist
     from torchtitan.distributed.context_parallel import prepare_context_parallel_input
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.llama3 import llama3_configs, parallelize_llama
@@ -66,13 +64,7 @@ class CPTraining(TitanTraining):
         config = Trainer.Config(parallelism=self.parallelism, training=training, compile=compile_config,
                                 loss=CrossEntropyLoss.Config(global_vocab_size=model_config.vocab_size),
                                 activation_checkpoint=None)
-        self.dims = ParallelDims.from_config(self.parallelism, world_size)
-        self.dims.build_mesh()
-        titan_dist.set_spmd_backend(SPMD_BACKEND)
-        model_config.update_from_config(config=config)
-        self.vocab_size = model_config.vocab_size
-        with torch.device("meta"):
-            model = model_config.build()
+        model = self.build_on_meta(model_config, config, self.parallelism, world_size, SPMD_BACKEND)
         if case.attention == "math":
             for block in model.layers.values():
                 block.attention.inner_attention.sdpa_backends = [SDPBackend.MATH]

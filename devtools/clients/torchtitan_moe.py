@@ -17,7 +17,6 @@ plain sum and the loss is normalized by the global token count.
 
 from __future__ import annotations
 
-import torch
 
 from .cases import MoECase
 from .torchtitan_common import AVAILABLE, TitanTraining
@@ -25,8 +24,6 @@ from .torchtitan_common import AVAILABLE, TitanTraining
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
-    from torchtitan.distributed import ParallelDims
-    from torchtitan.distributed import utils as titan_dist
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.deepseek_v3 import deepseekv3_configs, parallelize_deepseekv3
     from torchtitan.trainer import Trainer
@@ -51,13 +48,7 @@ class MoETraining(TitanTraining):
         config = Trainer.Config(parallelism=parallelism, training=training, compile=compile_config,
                                 loss=CrossEntropyLoss.Config(global_vocab_size=model_config.vocab_size),
                                 activation_checkpoint=None)
-        self.dims = ParallelDims.from_config(parallelism, world_size)
-        self.dims.build_mesh()
-        titan_dist.set_spmd_backend(SPMD_BACKEND)
-        model_config.update_from_config(config=config)
-        self.vocab_size = model_config.vocab_size
-        with torch.device("meta"):
-            model = model_config.build()
+        model = self.build_on_meta(model_config, config, parallelism, world_size, SPMD_BACKEND)
         model = parallelize_deepseekv3(model, parallel_dims=self.dims, training=training, parallelism=parallelism,
                                        compile_config=compile_config, ac_config=None, dump_folder="")
         self.adopt(model, config, compile_config)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 
 from .cases import PARALLELISMS, SimpleFSDPCase
 from .torchtitan_common import AVAILABLE, TitanTraining
@@ -26,8 +25,6 @@ from .torchtitan_common import AVAILABLE, TitanTraining
 if AVAILABLE:
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import ParallelismConfig, TrainingConfig
-    from torchtitan.distributed import ParallelDims
-    from torchtitan.distributed import utils as titan_dist
     from torchtitan.experiments.graph_trainer.configs import GraphTrainerCompileConfig
     from torchtitan.experiments.graph_trainer.llama3 import model_registry
     from torchtitan.experiments.graph_trainer.llama3.parallelize import parallelize_llama
@@ -51,13 +48,7 @@ class SimpleFSDPTraining(TitanTraining):
         compile_config = GraphTrainerCompileConfig(enable=compiled, mode="jit", backend=backend)
         config = Trainer.Config(parallelism=parallelism, training=training,
                                 loss=CrossEntropyLoss.Config(global_vocab_size=model_config.vocab_size))
-        self.dims = ParallelDims.from_config(parallelism, world_size)
-        self.dims.build_mesh()
-        titan_dist.set_spmd_backend(SPMD_BACKEND)
-        model_config.update_from_config(config=config)
-        self.vocab_size = model_config.vocab_size
-        with torch.device("meta"):
-            model = model_config.build()
+        model = self.build_on_meta(model_config, config, parallelism, world_size, SPMD_BACKEND)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # graph_trainer deprecates jit (Dynamo) for make_fx tracing
             model = parallelize_llama(model, parallel_dims=self.dims, training=training, parallelism=parallelism,

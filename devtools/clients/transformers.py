@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from .cases import HFCase, missing
-from .runs import MODES, RunResult, local, run_modes
+from .runs import MODES, ModelState, RunResult, local, run_modes
 
 AVAILABLE = not missing("transformers")
 
@@ -38,7 +38,7 @@ def require() -> None:
                                   "parallelism needs accelerate): pip install 'dynamo-dist[clients]'")
 
 
-class HFTraining:
+class HFTraining(ModelState):
     """One ``from_pretrained`` of the saved model, sharded, on this rank."""
 
     def __init__(self, case: HFCase, path: str, compiled: bool, backend: str = "aot_eager") -> None:
@@ -49,14 +49,6 @@ class HFTraining:
         self.model.train()
         self.forward = torch.compile(self.model, backend=backend) if compiled else self.model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=False)
-
-    def state(self) -> list[torch.Tensor]:
-        return [local(t) for t in (*self.model.parameters(), *self.model.buffers())]
-
-    def load(self, state: Sequence[torch.Tensor]) -> None:
-        with torch.no_grad():
-            for mine, theirs in zip(self.state(), state, strict=True):
-                mine.copy_(theirs)
 
     def step(self, index: int) -> tuple[float, list[torch.Tensor]]:
         # Every TP rank sees the same tokens.
