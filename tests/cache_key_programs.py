@@ -15,6 +15,7 @@ policies and Functions, new objects.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -41,11 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 MUST_SAVE, RECOMPUTE = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def run_fresh(cache_dir: Path, runs: list[dict]) -> list[dict]:
+def run_fresh(cache_dir: Path, runs: list[dict], path: tuple[Path, ...] = ()) -> list[dict]:
     """The ``runs`` (``{"program": ..., "plugin": True, **options}``) in a new
-    process with ``cache_dir`` as inductor's cache."""
+    process with ``cache_dir`` as inductor's cache and the folders ``path``
+    first on its module search path."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([*map(str, path), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, __file__, json.dumps(runs)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -127,6 +129,13 @@ def counted_policy(ctx, func, *args, **kwargs):
     return MUST_SAVE if STEP[0] == 0 and func == torch.ops.aten.mm.default else RECOMPUTE
 
 
+def imported_policy(ctx, func, *args, **kwargs):
+    # The process's own config module (run_fresh's ``path`` says which file).
+    from ac_config import SAVE_OPS
+
+    return MUST_SAVE if func in SAVE_OPS else RECOMPUTE
+
+
 def over_budget(budget: Budget) -> Callable[[], Any]:
     def policy(ctx, func, *args, **kwargs):
         return MUST_SAVE if budget.limit > 0 else RECOMPUTE
@@ -145,6 +154,9 @@ def _policy(policy: str, mode: str = "op", save: tuple = ("mm",), shapes: tuple 
     if policy == "counted":
         STEP[0] = step
         return functools.partial(create_selective_checkpoint_contexts, counted_policy)
+    if policy == "imported":
+        importlib.import_module("ac_config")  # as a training script loads its config before it compiles
+        return functools.partial(create_selective_checkpoint_contexts, imported_policy)
     if policy == "over_budget":
         return over_budget(Budget(1))
     if policy == "torchtitan":

@@ -9,8 +9,8 @@ process traces and compiles such a graph again.
 
 While the plugin is installed, a ``context_fn`` without ``cache_hash`` gets
 one for the duration of the key's computation: the digest of its description
-(``describe.py``: its code, the values it closes over and the globals it
-reads, recursively). One the describer cannot describe keeps stock's bypass,
+(``describe.py``: its code, the values it closes over, the globals it
+reads and what it imports in its body, recursively). One the describer cannot describe keeps stock's bypass,
 with the reason (``aot_key.py`` adds it to the cache's message, which
 ``explain`` shows). So does a checkpointed region the key does not hold
 whole (``subgraphs.refusal``: the cache checks the call targets of the
@@ -32,9 +32,10 @@ Why a description taken when the key is computed is sound:
   operator, whether it recomputes, the traced tensors, whose shapes and types
   the key holds) its answers are fixed by its code and by the values it
   reads, which the description names: the cells it closes over, the globals
-  its code loads (and the attribute paths it reads from modules: an op
-  overload by its registered name, a config value by its value), the
-  defaults. Values it creates itself (torchtitan's per-call ``meta`` counts)
+  its code loads and the names it imports in its body (``from cfg import
+  SAVE_OPS`` by the module, the name and its value; and the attribute paths
+  it reads from modules: an op overload by its registered name, a config
+  value by its value), the defaults. Values it creates itself (torchtitan's per-call ``meta`` counts)
   are part of its code. Two processes with equal descriptions therefore
   trace the same tags.
 - Mutable values (a list of ops, a set of shapes, a dict, a dataclass

@@ -28,8 +28,16 @@ why the description is the whole of what the value does:
   of every closure cell and of every global the code (or code nested in it)
   loads. A global that is a module is described by the values of the
   attribute paths the code reads from it (``torch.ops.aten.mm.default``), a
-  module used any other way is undescribable. Builtins: by name, only those
-  that answer from their arguments alone (not ``id``, ``hash``, ``open``...).
+  module used any other way is undescribable. Imports in their body (or in
+  code nested in it) are read like globals: ``from M import a`` by ``M``'s
+  name, ``a`` and the current value of ``M.a``; a module stored in a local
+  (``import M.sub``, ``import M.sub as s``, ``from M import sub``) by the
+  attribute paths the code reads from that local; relative imports resolved
+  against the function's ``__package__``. Undescribable: an import of a
+  module not imported yet (describing it would run its code), a module local
+  used any other way, an import whose result goes elsewhere than a local.
+  Builtins: by name, only those that answer from their arguments alone (not
+  ``id``, ``hash``, ``open``...).
   torch's ``create_selective_checkpoint_contexts``: by name (it builds the
   dispatch modes around the policy it is given and reads nothing else); other
   Python functions of torch are described by their code like any other.
@@ -48,6 +56,7 @@ import dataclasses
 import dis
 import enum
 import functools
+import importlib.util
 import sys
 import types
 from typing import Any, Iterator
@@ -95,6 +104,13 @@ _DATACLASS_GENERATED = frozenset({
 _DATACLASS_PARAMS = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
 _LOAD_GLOBAL = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _LOAD_ATTR = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_LOAD_LOCAL = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLASSDEREF"})  # a local or a cell
+_STORE_LOCAL = frozenset({"STORE_FAST", "STORE_DEREF"})
+# Instructions naming a local without using its value: its cell made, or handed
+# to nested code (whose loads of it are read by name), the local deleted.
+_NOT_A_USE = frozenset({"MAKE_CELL", "LOAD_CLOSURE", "DELETE_FAST", "DELETE_DEREF", *_STORE_LOCAL})
+# What pushes an import's level and fromlist (3.14 pushes small ints with LOAD_SMALL_INT).
+_LOAD_CONSTANT = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
 
 
 class Undescribable(Exception):
@@ -135,24 +151,104 @@ def _generated_by_dataclasses(fn: Any) -> bool:
     return isinstance(fn, types.FunctionType) and fn.__code__.co_filename == "<string>"
 
 
-def _global_reads(code: types.CodeType) -> dict[str, set[tuple[str, ...]]]:
-    """name -> the attribute paths read right after loading it, for every
-    global ``code`` and the code nested in it load (``()``: used as is)."""
-    reads: dict[str, set[tuple[str, ...]]] = {}
-    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
-    for n, ins in enumerate(instructions):
-        if ins.opname in _LOAD_GLOBAL:
-            path = []
-            for follower in instructions[n + 1:]:
-                if follower.opname not in _LOAD_ATTR:
-                    break
-                path.append(follower.argval)
-            reads.setdefault(ins.argval, set()).add(tuple(path))
+def _instructions(code: types.CodeType) -> list[dis.Instruction]:
+    return [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+
+
+def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code nested in it."""
+    yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            for name, paths in _global_reads(const).items():
-                reads.setdefault(name, set()).update(paths)
+            yield from _nested(const)
+
+
+def _reads(code: types.CodeType, loads: frozenset[str]) -> dict[str, set[tuple[str, ...]]]:
+    """name -> the attribute paths read right after loading it with one of
+    ``loads``, in ``code`` and the code nested in it (``()``: used as is)."""
+    reads: dict[str, set[tuple[str, ...]]] = {}
+    for inner in _nested(code):
+        instructions = _instructions(inner)
+        for n, ins in enumerate(instructions):
+            if ins.opname in loads:
+                path = []
+                for follower in instructions[n + 1:]:
+                    if follower.opname not in _LOAD_ATTR:
+                        break
+                    path.append(follower.argval)
+                reads.setdefault(ins.argval, set()).add(tuple(path))
     return reads
+
+
+def _local_reads(code: types.CodeType) -> dict[str, set[tuple[str, ...]]]:
+    """``_reads`` of the locals and cells of ``code`` and the code nested in
+    it. A name is followed into all nested code: a closure's variable there is
+    the same variable, another local of that name only adds reads. Any other
+    instruction naming a local (a later Python's fused loads) uses it as is."""
+    reads = _reads(code, _LOAD_LOCAL)
+    for inner in _nested(code):
+        for ins in _instructions(inner):
+            if ins.opname not in _LOAD_LOCAL | _NOT_A_USE and ("FAST" in ins.opname or "DEREF" in ins.opname):
+                for name in ins.argval if isinstance(ins.argval, tuple) else (ins.argval,):
+                    reads.setdefault(name, set()).add(())
+    return reads
+
+
+@dataclasses.dataclass(frozen=True)
+class _Import:
+    """An import statement: ``__import__(name, fromlist=fromlist, level=level)``,
+    then, for each local it binds, the attributes taken from the module it
+    returns (``IMPORT_FROM``) on the way to that local."""
+
+    name: str
+    level: int
+    fromlist: tuple[str, ...] | None
+    bindings: tuple[tuple[str, tuple[str, ...]], ...]
+    unfollowed: str | None = None  # the instruction that takes the result elsewhere
+
+    def __str__(self) -> str:
+        if self.fromlist is None:
+            return f"import {self.name}"
+        return f"from {'.' * self.level}{self.name} import {', '.join(self.fromlist)}"
+
+
+def _import_statements(code: types.CodeType) -> list[_Import]:
+    """The import statements of ``code`` and the code nested in it."""
+    return [_import_at(instructions, n)
+            for instructions in map(_instructions, _nested(code))
+            for n, ins in enumerate(instructions) if ins.opname == "IMPORT_NAME"]
+
+
+def _import_at(instructions: list[dis.Instruction], n: int) -> _Import:
+    # The compiler pushes level and fromlist right before IMPORT_NAME; after
+    # it, each IMPORT_FROM pushes an attribute of the value on top, each store
+    # pops a value into a local, SWAP and POP_TOP drop what ``import a.b.c as
+    # d`` passes by. A stack of attribute paths from the module follows them.
+    name, pushed = instructions[n].argval, instructions[max(n - 2, 0):n]
+    if len(pushed) != 2 or any(i.opname not in _LOAD_CONSTANT for i in pushed):
+        return _Import(name, 0, None, (), "a level or fromlist that is not a constant")
+    level, fromlist = (i.argval for i in pushed)
+    stack: list[tuple[str, ...]] = [()]
+    bindings = []
+    for follower in instructions[n + 1:]:
+        if follower.opname == "IMPORT_FROM":
+            stack.append((*stack[-1], follower.argval))
+        elif follower.opname in _STORE_LOCAL:
+            bindings.append((follower.argval, stack.pop()))
+        elif follower.opname == "SWAP" and follower.arg == 2 and len(stack) >= 2:
+            stack[-2:] = stack[-1], stack[-2]
+        elif follower.opname == "POP_TOP":
+            stack.pop()
+        else:
+            return _Import(name, level, fromlist, tuple(bindings), f"{follower.opname} {follower.argval}")
+        if not stack:
+            return _Import(name, level, fromlist, tuple(bindings))
+    return _Import(name, level, fromlist, tuple(bindings), "the end of the code")
+
+
+def _builtin_names(fn: types.FunctionType) -> dict[str, Any]:
+    builtin_names = fn.__globals__.get("__builtins__", builtins)
+    return vars(builtin_names) if isinstance(builtin_names, types.ModuleType) else builtin_names
 
 
 class _Describer:
@@ -327,7 +423,8 @@ class _Describer:
                     closure.append((name, self.value(contents)))
             with self._at("attributes"):
                 attributes = self._pairs(fn.__dict__)
-            return ("function", code, defaults, tuple(closure), self._globals(fn), tuple(attributes))
+            return ("function", code, defaults, tuple(closure), self._globals(fn), self._imports(fn),
+                    tuple(attributes))
 
     def _code(self, code: types.CodeType) -> tuple:
         consts = []
@@ -338,12 +435,9 @@ class _Describer:
                 code.co_varnames, code.co_freevars, code.co_cellvars, tuple(consts))
 
     def _globals(self, fn: types.FunctionType) -> tuple:
-        namespace = fn.__globals__
-        builtin_names = namespace.get("__builtins__", builtins)
-        if isinstance(builtin_names, types.ModuleType):
-            builtin_names = vars(builtin_names)
+        namespace, builtin_names = fn.__globals__, _builtin_names(fn)
         out = []
-        for name, paths in sorted(_global_reads(fn.__code__).items()):
+        for name, paths in sorted(_reads(fn.__code__, _LOAD_GLOBAL).items()):
             with self._at(f"global {name}"):
                 if name in namespace:
                     out.append((name, self._global(namespace[name], paths)))
@@ -364,6 +458,76 @@ class _Describer:
             with self._at(".".join((value.__name__, *path))):
                 out.append((path, self._attribute_path(value, path)))
         return ("module", tuple(out))
+
+    def _imports(self, fn: types.FunctionType) -> tuple:
+        """The import statements in ``fn``'s code: what each binds, like the
+        globals the code reads (a module imported at module level would be one)."""
+        statements = _import_statements(fn.__code__)
+        if not statements:
+            return ()
+        hook = _builtin_names(fn).get("__import__")
+        if not (isinstance(hook, types.BuiltinFunctionType) and hook.__self__ is builtins):
+            raise self._refuse(f"imports with __import__ replaced by {_qualified_name(hook)}: what an import "
+                               "returns may not be the module this process holds")
+        reads = _local_reads(fn.__code__)
+        out = []
+        for statement in statements:
+            with self._at(str(statement)):
+                out.append(self._import(statement, fn.__globals__, reads))
+        return tuple(out)
+
+    def _import(self, statement: _Import, namespace: dict, reads: dict[str, set[tuple[str, ...]]]) -> tuple:
+        if statement.unfollowed:
+            raise self._refuse(f"the imported value goes where it cannot be followed ({statement.unfollowed}): "
+                               "import it at module level")
+        name = self._imported_name(statement, namespace)
+        # ``__import__`` returns the top-level package unless given a fromlist.
+        module = sys.modules[name if statement.fromlist is not None else name.partition(".")[0]]
+        out = []
+        for local, attributes in statement.bindings:
+            value = module
+            for attribute in attributes:
+                value = self._import_from(value, attribute)
+            out.append((local, attributes, self._bound(value, local, reads.get(local, set()))))
+        return ("import", name, tuple(out))
+
+    def _imported_name(self, statement: _Import, namespace: dict) -> str:
+        """The module's absolute name, checked imported (with each package on
+        its way): importing it here would run its code, at the wrong time."""
+        name = statement.name
+        if statement.level:
+            try:
+                name = importlib.util.resolve_name("." * statement.level + name, namespace.get("__package__"))
+            except (ImportError, ValueError) as e:
+                raise self._refuse(f"a relative import its module cannot resolve ({e}): import it at module "
+                                   "level") from None
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            if sys.modules.get(".".join(parts[:k])) is None:  # (None: imports of it are blocked)
+                raise self._refuse(f"imports {'.'.join(parts[:k])}, which is not imported in this process yet "
+                                   "(describing it would run its code): import it at module level")
+        return name
+
+    def _import_from(self, value: Any, attribute: str) -> Any:
+        # IMPORT_FROM falls back on the submodule of that name: one imported
+        # but not bound to its package yet; one not imported yet it imports.
+        if hasattr(value, attribute):
+            return getattr(value, attribute)
+        submodule = f"{getattr(value, '__name__', '?')}.{attribute}"
+        if submodule not in sys.modules:
+            raise self._refuse(f"imports {submodule}, which is not imported in this process yet (describing it "
+                               "would run its code): import it at module level")
+        return sys.modules[submodule]
+
+    def _bound(self, value: Any, local: str, paths: set[tuple[str, ...]]) -> tuple:
+        """What the import stores in ``local``: described as a global of that
+        name would be, by the attribute paths read from it if a module."""
+        if isinstance(value, types.ModuleType) and () in paths:
+            raise self._refuse(f"the module {value.__name__}, stored in the local {local}, used as a value (only "
+                               f"attributes read from it can be described): read attributes from {local} only, "
+                               f"or import them (from {value.__name__} import ...)")
+        with self._at(f"local {local}"):
+            return self._global(value, paths)
 
     def _attribute_path(self, module: types.ModuleType, path: tuple[str, ...]) -> tuple:
         found: Any = module
