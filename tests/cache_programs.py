@@ -19,7 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
 import dynamo_dist
 from dynamo_dist import _compat as C
@@ -83,12 +83,24 @@ def _input_placed(placement):
     return build
 
 
+def _planned(mesh):
+    """Partial on mesh dims ``a`` and ``c`` to Replicate: DTensor's planner
+    runs one all_reduce on a flattened mesh covering ``a, c`` where the root
+    has one, else one per dim: the graph names the flattened mesh's group."""
+
+    def f(x):
+        d = DTensor.from_local(x, mesh, [Partial(), Replicate(), Partial()], run_check=False)
+        return d.redistribute(mesh, [Replicate()] * 3).to_local() * 2
+
+    return f, torch.arange(4 * 4, dtype=torch.float32).reshape(4, 4).requires_grad_()
+
+
 # name -> (builder, whether it communicates: a fake world's collectives leave
 # their outputs undefined, so only gloo worlds compare such values).
 PROGRAMS = {"tp_mlp": (_tp_mlp, True), "reshard": (_reshard, False), "local_shard": (_local_shard(2), False),
             "local_shard_x3": (_local_shard(3), False),
             "replicate_input": (_input_placed(Replicate()), False),
-            "shard0_input": (_input_placed(Shard(0)), False)}
+            "shard0_input": (_input_placed(Shard(0)), False), "planned": (_planned, True)}
 
 
 def _step(fn, x) -> list:
@@ -150,6 +162,24 @@ def fake_world_run(program: str, rank: int = 3, extra_groups: int = 0, **options
         return run_program(program, mesh["tp"], **options)
 
 
+def cube_world_run(program: str, rank: int = 0, flatten: tuple = (), planner: dict | None = None,
+                   **options) -> dict:
+    """``program`` on a (2, 2, 2) mesh ``a, b, c`` in a fake 8-rank world seen
+    from ``rank``, after flattening each dim-name list of ``flatten`` (in
+    order: flattened groups are named in creation order) and setting the
+    redistribute planner's switches of ``planner`` (module globals of
+    ``torch.distributed.tensor._redistribute``)."""
+    import torch.distributed.tensor._redistribute as planner_module
+
+    for name, value in (planner or {}).items():
+        setattr(planner_module, name, value)
+    with fake_world(8, rank):
+        mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+        for dims in flatten:
+            mesh[tuple(dims)]._flatten("".join(dims))
+        return run_program(program, mesh, **options)
+
+
 def wait_for_aot_entry(cache_dir: str, timeout: float = 300.0) -> None:
     """Block until an AOTAutograd cache entry is on disk (written last, after
     the forward and backward graphs' entries)."""
@@ -183,4 +213,6 @@ def gloo_rank_run(program: str, one_rank: bool = False, rank0_first: bool = Fals
 
 
 if __name__ == "__main__":
-    print(json.dumps(fake_world_run(**json.loads(sys.argv[1]))))
+    options = json.loads(sys.argv[1])
+    entry = {"fake": fake_world_run, "cube": cube_world_run}[options.pop("world", "fake")]
+    print(json.dumps(entry(**options)))

@@ -192,14 +192,14 @@ def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8
     mesh = make_mesh((2, 4), ("dp", "tp"))
     fp = mesh_fingerprint(mesh, with_coordinate=True)
     assert [f.name for f in dataclasses.fields(fp) if f.compare] == [
-        "mesh_type", "eq_fields", "group_names", "coordinate"]
+        "mesh_type", "eq_fields", "group_names", "coordinate", "flattened"]
     assert fp.mesh_type is DeviceMesh and fp.group_names == C.mesh_dim_group_names(mesh)
     assert fp.eq_fields == tuple(C.mesh_eq_key(mesh)) and fp.coordinate == tuple(mesh.get_coordinate())
     assert mesh_fingerprint(mesh, with_coordinate=False).coordinate is None
     assert not hasattr(fp, "__dict__")
     with pytest.raises(dataclasses.FrozenInstanceError):
         fp.coordinate = None
-    assert hash(fp) == fp._hash == hash((fp.mesh_type, fp.eq_fields, fp.group_names, fp.coordinate))
+    assert hash(fp) == fp._hash == hash((fp.mesh_type, fp.eq_fields, fp.group_names, fp.coordinate, fp.flattened))
     copied = pickle.loads(pickle.dumps(fp))
     assert copied == fp and hash(copied) == hash(fp) and copied is not fp
     assert fp != mesh_fingerprint(make_mesh((2, 4), ("dp", "tp")), with_coordinate=True)  # other groups
@@ -211,11 +211,12 @@ def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8
 
 
 def test_a_meshs_cache_key_identity_is_its_fingerprint_as_text(world8):
-    """The compile caches key a mesh by this text: it must not change."""
+    """The compile caches key a mesh by this text: it changes only with what
+    the mesh is (its root's flattened meshes included)."""
     for mesh in (make_mesh((8,)), make_mesh((2, 4), ("dp", "tp")), make_mesh((2, 4), ("dp", "tp"))["tp"]):
         assert mesh_identity(mesh) == repr(("torch.distributed.device_mesh.DeviceMesh",
                                             tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
-                                            C.mesh_dim_group_names(mesh), None))
+                                            C.mesh_dim_group_names(mesh), None, C.mesh_flatten_state(mesh)))
 
 
 def _mesh_with_preserve_rank_order(ranks, on):
@@ -313,3 +314,83 @@ def test_dtensor_spec_guard_never_compares_rank_maps(world8, monkeypatch):
         cfn(y)
     assert eq_calls == [] and len(fingerprints) == 1  # the new mesh object, once
     assert counter.frame_count == 1
+
+
+# -- flattened meshes: what DTensor's planner bakes into a graph -------------
+
+def _planned_all_reduces(mesh):
+    """A redistribution DTensor's planner merges onto a flattened mesh
+    covering ``a, c`` where the root has one: Partial on ``a`` and ``c``."""
+    from torch.distributed.tensor import DTensor
+
+    def fn(local):
+        d = DTensor.from_local(local, mesh, [Partial(), Replicate(), Partial()], run_check=False)
+        return d.redistribute(mesh, [Replicate()] * 3).to_local()
+
+    return fn
+
+
+def test_mesh_identity_holds_the_flattened_meshes_of_its_root(world8):
+    mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+    before, submesh_before = mesh_identity(mesh), mesh_identity(mesh["b"])
+    ac = mesh["a", "c"]._flatten("ac")
+    after = mesh_identity(mesh)
+    assert after != before and "'ac'" in after
+    # A submesh's root is the same mesh: its identity moves too (the planner
+    # searches the root's flattened meshes whichever submesh a DTensor is on).
+    assert mesh_identity(mesh["b"]) != submesh_before
+    flattened = known_fingerprint(mesh, with_coordinate=False).flattened
+    assert [(name, groups) for name, _, groups in flattened] == [("ac", C.mesh_dim_group_names(ac))]
+    # Without the flattened meshes (how a pickled mesh is matched to a live one).
+    assert mesh_identity(mesh, flattened=False) == before.replace(", ())", ")")
+
+
+def test_a_later_flatten_recompiles_to_eagers_plan(world8):
+    """Compiled, then a flatten of ``a, c``: eager now runs one all_reduce on
+    the flattened group; the guard fails and the new graph runs that too."""
+    from dynamo_dist.diagnostics.recording import RecordingBackend
+
+    mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+    fn = _planned_all_reduces(mesh)
+    backend = RecordingBackend("aot_eager")
+    cfn = torch.compile(fn, backend=backend, fullgraph=True)
+    local = torch.ones(4, 4)
+    cfn(local)
+    cfn(local)
+    assert backend.compiles == 1
+    ac = mesh["a", "c"]._flatten("ac")
+    cfn(local)
+    assert backend.compiles == 2
+    groups = [[c.group for c in graph if c.op != "wait_tensor"] for graph in backend.forward_collectives]
+    assert groups[0] == [*C.mesh_dim_group_names(mesh["a"]), *C.mesh_dim_group_names(mesh["c"])]
+    assert groups[1] == list(C.mesh_dim_group_names(ac))
+
+
+def test_the_same_flatten_state_reuses_the_graph(world8):
+    mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+    mesh["a", "c"]._flatten("ac")
+    check_calls(_planned_all_reduces(mesh), [((torch.ones(4, 4),), True), ((torch.ones(4, 4),), False)])
+    # An equal submesh sliced anew each call, with the root's flatten state unchanged.
+    fn = _planned_all_reduces(mesh)
+    check_calls(lambda t, m: fn(t) + m.size(), [((torch.ones(4, 4), mesh["a", "b"]), True),
+                                                 ((torch.ones(4, 4), mesh["a", "b"]), False)])
+
+
+def test_every_key_holds_the_planners_switches():
+    import torch.distributed.tensor._redistribute as planner
+
+    from dynamo_dist.caching.keys import planner_tag, process_tag
+
+    flags = [name for name, _ in C.redistribute_planner_flags()]
+    assert "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION" in flags or not hasattr(
+        planner, "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION")
+    before = process_tag()
+    assert planner_tag() in before
+    for name in flags:
+        old = getattr(planner, name)
+        setattr(planner, name, True if old is not True else False)
+        try:
+            assert process_tag() != before, name
+        finally:
+            setattr(planner, name, old)
+    assert process_tag() == before

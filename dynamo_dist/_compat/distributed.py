@@ -15,6 +15,7 @@ import torch.distributed._functional_collectives as funcol  # noqa: F401  (re-ex
 import torch.distributed.tensor.placement_types as _pt
 from torch.distributed import ProcessGroup  # noqa: F401  (re-exported)
 from torch.distributed.device_mesh import DeviceMesh  # noqa: F401  (re-exported)
+import torch.distributed.tensor._redistribute as _redistribute
 from torch.distributed.device_mesh import init_device_mesh as _init_device_mesh
 import torch._dynamo.variables.distributed as _stock_dist_trackers
 from torch.distributed.distributed_c10d import _WorldMeta
@@ -48,10 +49,21 @@ all_gather_single = getattr(funcol, ALL_GATHER_SINGLE)
 reduce_scatter_single = getattr(funcol, REDUCE_SCATTER_SINGLE)
 
 
+def register_device_mesh_ops() -> None:
+    """Register torch's ``device_mesh::*`` custom ops, where this release has
+    them. torch imports them only while it traces under
+    ``compile_on_one_rank``; a graph loaded from a cache calls them
+    (``_get_flattened_submesh``, ``_runtime_compute_coordinate_on_dim``)
+    in a process that may have traced nothing."""
+    try:
+        from torch.distributed._ops import device_mesh as _ops  # noqa: F401  (registers; imports DTensor ops)
+    except ImportError:  # pragma: no cover - a release without them
+        pass
+
+
 def runtime_coordinate_op() -> Any:
     """The custom op stock uses to compute a mesh coordinate at run time."""
-    from torch.distributed._ops import device_mesh as _ops  # noqa: F401  (registers; imports DTensor ops)
-
+    register_device_mesh_ops()
     return torch.ops.device_mesh._runtime_compute_coordinate_on_dim
 
 
@@ -130,6 +142,36 @@ def mesh_hash_key(mesh: Any) -> tuple | None:
 def mesh_layout_key(mesh: Any) -> Any:
     # _MeshLayout is an immutable, hashable value (sizes and strides per dim).
     return mesh._layout
+
+
+def mesh_flatten_mapping(mesh: Any) -> dict:
+    """The live ``name -> flattened mesh`` table of ``mesh``'s root mesh: every
+    ``_flatten`` of the root or of any of its submeshes adds to this one dict
+    (made with the root, on 2.11 to 2.15)."""
+    return mesh._get_root_mesh()._flatten_mapping
+
+
+def mesh_flatten_state(mesh: Any) -> tuple:
+    """What the flattened meshes of ``mesh``'s root are, as plain data sorted
+    by name: each one's name, layout (which root dims it merges) and process
+    group. DTensor's redistribute planner bakes the group of a flattened mesh
+    whose layout covers the dims it merges into the collectives it plans."""
+    return tuple(sorted(
+        (name, repr(flat._layout), mesh_dim_group_names(flat))
+        for name, flat in mesh_flatten_mapping(mesh).items()
+    ))
+
+
+# The redistribute planner's process-wide switches, where this release has
+# them: which plan it makes (the min-cost graph search or the greedy one) and
+# whether it merges collectives onto flattened meshes. They change which
+# collectives a DTensor program runs, not its values.
+_PLANNER_FLAGS = ("_FORCE_MIN_COST_REDISTRIBUTION_PLAN", "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION")
+
+
+def redistribute_planner_flags() -> tuple:
+    """``(name, value)`` of each planner switch this release has, now."""
+    return tuple((name, getattr(_redistribute, name)) for name in _PLANNER_FLAGS if hasattr(_redistribute, name))
 
 
 def mesh_full_tensor_list(mesh: Any) -> list:

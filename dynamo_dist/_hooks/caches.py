@@ -4,10 +4,12 @@ for distributed programs (``caching/``).
 - Meshes pickle as their identity in the FX-graph and AOTAutograd cache keys
   (``caching.keys``), and ``DeviceMesh._stable_hash`` (the AOTAutograd key of
   a DTensor input) is that identity's digest.
-- Every key holds this rank (``caching.keys.rank_tag``), unless
-  ``compile_on_one_rank`` makes the graphs the same on every rank.
+- Every key holds the redistribute planner's switches, and this rank
+  unless ``compile_on_one_rank`` makes the graphs the same on every rank
+  (``caching.keys.process_tag``).
 - A graph loaded from the cache gets its mesh constants back as this
-  process's meshes (stock leaves them ``None``).
+  process's meshes (stock leaves them ``None``), and torch's mesh ops it may
+  call are registered (torch registers them only while tracing).
 - Under ``compile_on_one_rank``, a tensor on the current accelerator enters
   the keys without its device index where inductor's code is device-agnostic
   (``keys.key_device``), so the ranks of one node share keys.
@@ -69,14 +71,13 @@ def _device_agnostic_metadata(extract: Callable[..., Any]) -> Callable[..., Any]
 def cache_key_patches(p: Patches, *builders: Any) -> None:
     """The key changes of the module docstring; ``builders`` are the modules
     whose code decides what a baked call bakes (part of its version)."""
+    C.register_device_mesh_ops()  # cached graphs may call them before anything traced here
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 
     def details_init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_details_init(self, *args, **kwargs)
-        tag = keys.rank_tag()
-        if tag is not None:
-            self.cache_key_tag = f"{self.cache_key_tag}|{tag}"
+        self.cache_key_tag = f"{self.cache_key_tag}|{keys.process_tag()}"
         index = getattr(self, "default_cuda_device_index", None)  # a graph without tensor inputs
         current = C.caches.current_accelerator()
         if index is not None and current is not None and \

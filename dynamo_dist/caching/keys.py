@@ -14,13 +14,19 @@ is wrong both ways (measured on 2.13, see docs/benchmarks.md "Warm start"):
 
 A mesh's identity here is the mesh guard's fingerprint (``guards.mesh``)
 without the coordinate: the fields ``DeviceMesh.__eq__`` compares (a long
-rank map as its digest, so a key's size does not grow with the world) and
-the group names per dim. The rank enters every key once, through
-:func:`rank_tag` (inductor's ``cache_key_tag``), unless rank answers are
-runtime ops (``compile_on_one_rank``, where every rank traces the same graph
-and one entry serves them all). So graphs stay the same text on every rank
-(``explain`` compares them) while a cache entry is never served to a rank
-whose coordinates could have changed the trace.
+rank map as its digest, so a key's size does not grow with the world), the
+group names per dim, and the flattened meshes of its root mesh (name, layout,
+group): DTensor's redistribute planner merges collectives over mesh dims that
+a flattened mesh covers and bakes that mesh's group into the graph. The rank
+enters every key once, through :func:`process_tag` (inductor's
+``cache_key_tag``), unless rank answers are runtime ops
+(``compile_on_one_rank``, where every rank traces the same graph and one
+entry serves them all), and so do the redistribute planner's switches. So
+graphs stay the same text on every rank (``explain`` compares them) while a
+cache entry is never served to a rank whose coordinates, groups or planner
+could have changed the trace. docs/guards.md ("What a key holds, and why
+that is everything") gives the whole argument: what a compiled DTensor graph
+depends on, and what is left out and why that is sound.
 """
 
 from __future__ import annotations
@@ -44,28 +50,31 @@ def digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def mesh_identity(mesh: Any) -> str:
+def mesh_identity(mesh: Any, flattened: bool = True) -> str:
     """The mesh's identity as stable text (the same in every process that
-    builds the same mesh over the same groups)."""
+    builds the same mesh over the same groups and flattens the same meshes of
+    its root); without the flattened meshes with ``flattened=False``."""
     fingerprint = known_fingerprint(mesh, with_coordinate=False)
     cls = fingerprint.mesh_type
-    return repr((f"{cls.__module__}.{cls.__qualname__}", fingerprint.eq_fields, fingerprint.group_names,
-                 fingerprint.coordinate))
+    parts = (f"{cls.__module__}.{cls.__qualname__}", fingerprint.eq_fields, fingerprint.group_names,
+             fingerprint.coordinate)
+    return repr((*parts, fingerprint.flattened) if flattened else parts)
 
 
-# Meshes of this process whose identity went into a key, by identity: a
-# cached graph that holds a mesh as a constant (2.13+ under
-# ``compile_on_one_rank``: ``mesh_get_process_group(mesh, dim)`` at run time)
-# gets this process's mesh back instead of the pickled copy of the mesh of the
-# rank that compiled it (see ``live_mesh``).
+# Meshes of this process whose identity went into a key, by identity without
+# the flattened meshes (a pickled mesh does not carry its root's flatten
+# table; the key that found the entry held it): a cached graph that holds a
+# mesh as a constant (2.13+ under ``compile_on_one_rank``:
+# ``mesh_get_process_group(mesh, dim)`` at run time) gets this process's mesh
+# back instead of the pickled copy of the mesh of the rank that compiled it
+# (see ``live_mesh``).
 _LIVE_MESHES: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 
 
 def keyed_mesh_identity(mesh: Any) -> str:
     """``mesh_identity`` of a live mesh going into a key; remembers the mesh."""
-    identity = mesh_identity(mesh)
-    _LIVE_MESHES[identity] = mesh
-    return identity
+    _LIVE_MESHES[mesh_identity(mesh, flattened=False)] = mesh
+    return mesh_identity(mesh)
 
 
 def live_mesh_count() -> int:
@@ -81,7 +90,7 @@ def mesh_cache_hash(mesh: Any) -> str:
 def live_mesh(stored: Any) -> Any:
     """This process's mesh with the identity of ``stored`` (a mesh unpickled
     from a cache entry, possibly another rank's)."""
-    identity = mesh_identity(stored)
+    identity = mesh_identity(stored, flattened=False)
     mesh = _LIVE_MESHES.get(identity)
     if mesh is None:
         raise RuntimeError(
@@ -93,12 +102,29 @@ def live_mesh(stored: Any) -> Any:
 
 
 def rank_tag() -> str | None:
-    """This process's rank, added to every compile-cache key: AOTAutograd's
-    trace reads coordinates (a shard's offset, whether a rank holds data) that
-    no key field shows. None under ``compile_on_one_rank`` or without a world."""
+    """This process's rank: AOTAutograd's trace reads coordinates (a shard's
+    offset, whether a rank holds data) that no key field shows. None under
+    ``compile_on_one_rank`` or without a world."""
     if C.compile_on_one_rank() or not dist.is_initialized():
         return None
     return f"dynamo_dist rank {dist.get_rank()}"
+
+
+def planner_tag() -> str:
+    """The redistribute planner's switches now: they decide which collectives
+    a planned redistribution runs (the min-cost plan or the greedy one; merged
+    onto a flattened mesh or not). Values are the same either way, but each
+    rank must run the collectives its peers run: a rank that loaded another
+    job's plan while a peer traced its own would wait on collectives the peer
+    never calls. So they are in every key."""
+    return "dynamo_dist planner " + ",".join(f"{name}={value!r}" for name, value in C.redistribute_planner_flags())
+
+
+def process_tag() -> str:
+    """What of this process every compile-cache key holds: the planner's
+    switches, and the rank (``rank_tag``) where the trace reads it."""
+    rank = rank_tag()
+    return planner_tag() if rank is None else f"{planner_tag()}|{rank}"
 
 
 def key_device(device: Any, current: Any, one_rank: bool, agnostic_codegen: bool, cudagraphs: bool) -> Any:

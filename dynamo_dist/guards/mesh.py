@@ -50,11 +50,15 @@ class MeshFingerprint(_WeaklyReferenced):
     # This rank's coordinate in the mesh; None when rank answers do not
     # depend on it (``compile_on_one_rank``) or this rank is not in the mesh.
     coordinate: tuple[int, ...] | None
-    # hash((mesh_type, eq_fields, group_names, coordinate)), computed once.
-    _hash: int = field(repr=False, compare=False)
+    # The flattened meshes of the mesh's root (name, layout, group): slicing
+    # by a flattened name folds to one, and DTensor's redistribute planner
+    # bakes the group of one that covers the dims it merges into a graph.
+    flattened: tuple = ()
+    # hash of the fields above, computed once.
+    _hash: int = field(repr=False, compare=False, default=0)
 
     def __init__(self, mesh_type: type, eq_fields: tuple, group_names: tuple[str, ...],
-                 coordinate: tuple[int, ...] | None) -> None:
+                 coordinate: tuple[int, ...] | None, flattened: tuple = ()) -> None:
         # Frozen: fields are set once, here (a mesh seen for the first time
         # pays for this on its first guard check).
         init = object.__setattr__
@@ -62,7 +66,8 @@ class MeshFingerprint(_WeaklyReferenced):
         init(self, "eq_fields", eq_fields)
         init(self, "group_names", group_names)
         init(self, "coordinate", coordinate)
-        init(self, "_hash", hash((mesh_type, eq_fields, group_names, coordinate)))
+        init(self, "flattened", flattened)
+        init(self, "_hash", hash((mesh_type, eq_fields, group_names, coordinate, flattened)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -74,11 +79,12 @@ class MeshFingerprint(_WeaklyReferenced):
             return NotImplemented
         return (self._hash == other._hash and self.mesh_type is other.mesh_type
                 and self.eq_fields == other.eq_fields and self.group_names == other.group_names
-                and self.coordinate == other.coordinate)
+                and self.coordinate == other.coordinate and self.flattened == other.flattened)
 
     def __reduce__(self) -> tuple:
         # Made again from its fields (the hash is this process's own).
-        return MeshFingerprint, (self.mesh_type, self.eq_fields, self.group_names, self.coordinate)
+        return MeshFingerprint, (self.mesh_type, self.eq_fields, self.group_names, self.coordinate,
+                                 self.flattened)
 
 
 def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> MeshFingerprint:
@@ -93,13 +99,17 @@ def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> MeshFing
         tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
         C.mesh_dim_group_names(mesh),
         None if coordinate is None else tuple(coordinate),
+        C.mesh_flatten_state(mesh),
     )
 
 
-# The fingerprint of each live mesh object, computed once: a mesh does not
-# change after construction, and a guard that meets an equal new mesh on every
-# call (a submesh sliced each step) then pays for its fields once per object.
-_KNOWN: dict[tuple[int, bool], MeshFingerprint] = {}
+# The fingerprint of each live mesh object, computed once, with its root's
+# flatten table and that table's size then: a mesh does not change after
+# construction but its root gains flattened meshes (``_flatten`` only adds
+# entries), so an entry holds while the table keeps its size. A guard that
+# meets an equal new mesh on every call (a submesh sliced each step) then pays
+# for its fields once per object.
+_KNOWN: dict[tuple[int, bool], tuple[MeshFingerprint, dict, int]] = {}
 # One object per distinct fingerprint while any mesh or guard holds it, so
 # that equal fingerprints are the same object.
 _INTERNED: "weakref.WeakValueDictionary[MeshFingerprint, MeshFingerprint]" = weakref.WeakValueDictionary()
@@ -121,11 +131,14 @@ def known_fingerprint(mesh: Any, with_coordinate: bool) -> MeshFingerprint:
     """``mesh_fingerprint`` of a constructed mesh, remembered while it lives;
     equal fingerprints are one object."""
     key = (id(mesh), with_coordinate)
-    found = _KNOWN.get(key)
-    if found is None:
-        computed = mesh_fingerprint(mesh, with_coordinate)
-        found = _INTERNED.setdefault(computed, computed)
-        _KNOWN[key] = found
+    entry = _KNOWN.get(key)
+    if entry is not None and len(entry[1]) == entry[2]:
+        return entry[0]
+    flattened = C.mesh_flatten_mapping(mesh)
+    computed = mesh_fingerprint(mesh, with_coordinate)
+    found = _INTERNED.setdefault(computed, computed)
+    _KNOWN[key] = (found, flattened, len(flattened))
+    if key not in _WATCHED:
         _WATCHED[key] = weakref.ref(mesh, _forget(key))
     return found
 
@@ -138,18 +151,21 @@ def fingerprinted_mesh_ids() -> list[int]:
 
 def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
     """The per-call test that a mesh is ``mesh_now`` or equal to it with the
-    same groups (coordinate included unless ``compile_on_one_rank``, decided
-    now, as the graph was): one ``is`` when it is the same object."""
+    same groups and flattened meshes (coordinate included unless
+    ``compile_on_one_rank``, decided now, as the graph was): one ``is`` and
+    one ``len`` of its root's flatten table when it is the same object."""
     with_coordinate = not C.compile_on_one_rank()
     expected = known_fingerprint(mesh_now, with_coordinate)
     same = weakref.ref(mesh_now)
+    flattened = C.mesh_flatten_mapping(mesh_now)
+    count = len(flattened)
     mesh_type = type(mesh_now)
-    known = _KNOWN.get
 
     def check(m: Any) -> bool:
-        # Interned: an equal fingerprint is ``expected`` itself.
-        return m is same() or (type(m) is mesh_type and (
-            known((id(m), with_coordinate)) or known_fingerprint(m, with_coordinate)) is expected)
+        # Interned: an equal fingerprint is ``expected`` itself. A later
+        # ``_flatten`` on the root grows its table: the fingerprint is made again.
+        return (m is same() and len(flattened) == count) or (
+            type(m) is mesh_type and known_fingerprint(m, with_coordinate) is expected)
 
     return check
 
@@ -159,7 +175,9 @@ def describe_mesh(mesh: Any) -> str:
     dims = ", ".join(
         f"{names[i] if names else i}={size}" for i, size in enumerate(mesh.shape)
     )
-    return f"{mesh.device_type} mesh ({dims}) on groups {list(C.mesh_dim_group_names(mesh))}"
+    flattened = [name for name, _, _ in C.mesh_flatten_state(mesh)]
+    text = f"{mesh.device_type} mesh ({dims}) on groups {list(C.mesh_dim_group_names(mesh))}"
+    return f"{text}, flattened {flattened}" if flattened else text
 
 
 def install_mesh_guard(source: Any, mesh: Any) -> None:
