@@ -216,3 +216,36 @@ def test_client_bypasses_in_plain_words(raw, words):
 
     reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
     assert reason.startswith(words) and detail == raw.splitlines()[0]
+
+
+FLATTENED = """
+import torch
+from torch.distributed.tensor import DTensor, Partial, Replicate
+from dynamo_dist.testing import fake_world, make_mesh
+
+
+def reduce(x, mesh):
+    d = DTensor.from_local(x, mesh, (Partial(), Replicate(), Partial()), run_check=False)
+    return d.redistribute(mesh, (Replicate(),) * 3).to_local()
+
+
+with fake_world(8, 0):
+    mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+    mesh[{dims}]._flatten("{name}")
+    torch.compile(reduce)(torch.ones(4, 4, requires_grad=True), mesh).sum().backward()
+"""
+
+
+def test_a_miss_names_the_part_of_the_key_that_differed(tmp_path):
+    """A process that flattened other dims of the mesh misses the entry of
+    one that flattened ``a, c``; explain says it was the flattened meshes."""
+    cache_dir = tmp_path / "inductor_cache"
+    for n, (dims, name) in enumerate([('"a", "c"', "ac"), ('"a", "b"', "ab")]):
+        script = tmp_path / f"prog{n}.py"
+        script.write_text(FLATTENED.format(dims=dims, name=name))
+        report, _ = explain_in_a_new_process(script, cache_dir, tmp_path / f"{n}.json")
+    aot = report["graphs"][0]["cache"][0]
+    assert (aot["cache"], aot["state"]) == ("aot_autograd", "miss")
+    assert "this graph is stored for another state: mesh (a=2, b=2, c=2): flattened meshes" in aot["reason"]
+    assert "['ab on group" in aot["reason"] and "['ac on group" in aot["reason"]
+    assert "groups:" not in aot["reason"] and "switches" not in aot["reason"]

@@ -12,7 +12,9 @@ a Dynamo graph may be cached, then computes its key) with ``keyed_graphs``:
   on receivers known to be tensors (``tensor_elements``);
 - when the cache refuses the graph for a policy or a Function the plugin
   could not key, its reason gets the plugin's after ``REFUSED`` (what
-  ``explain`` shows).
+  ``explain`` shows);
+- the plugin's parts of the key are noted beside the cache
+  (``key_parts``), so that a miss can name the part that differed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import _compat as C
-from . import autograd_functions, checkpoint_policies, tensor_elements
+from . import autograd_functions, checkpoint_policies, key_parts, tensor_elements
 
 # Put between the cache's reason for a bypass and the plugin's.
 REFUSED = "\ndynamo_dist cannot key it: "
@@ -32,8 +34,10 @@ def keyed_graphs(autograd_cache_key: Callable[..., Any]) -> Callable[..., Any]:
         with checkpoint_policies.described(gm) as policies, tensor_elements.known_as_tensors(gm):
             functions = autograd_functions.examine_safely(gm)
             try:
-                with functions.admission():
-                    return autograd_cache_key(mod, *args, **kwargs)
+                with functions.admission(), key_parts.noting(gm) as notes:
+                    computed = autograd_cache_key(mod, *args, **kwargs)
+                key_parts.record(computed[0] if isinstance(computed, tuple) else computed, notes)
+                return computed
             except C.caches.bypass_error() as e:
                 ours = _our_reason(str(e), policies.refusal, functions.refusal)
                 if ours is None:

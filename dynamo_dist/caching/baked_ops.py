@@ -40,11 +40,12 @@ class BakedKey(str):
     graph's code and the cache keys read; it pickles and copies as a plain
     ``str``), holding the function it names while the graph lives."""
 
-    __slots__ = ("op",)
+    __slots__ = ("op", "meshes")
 
-    def __new__(cls, key: str, op: Callable[..., Any]) -> "BakedKey":
+    def __new__(cls, key: str, op: Callable[..., Any], meshes: tuple = ()) -> "BakedKey":
         self = super().__new__(cls, key)
         self.op = op
+        self.meshes = meshes  # the meshes baked in (``op`` holds them too), for ``key_parts``
         return self
 
     def __reduce__(self) -> tuple:
@@ -66,16 +67,19 @@ def _forget(key: str) -> Callable[[weakref.ref], None]:
     return dead
 
 
-def bake(op: Callable[..., Any], what: str, identity: tuple | None) -> BakedKey | None:
+def bake(op: Callable[..., Any], what: str, baked: tuple) -> BakedKey | None:
     """Register ``op`` under a key naming ``what`` it does and everything baked
-    into it; None when ``identity`` could not be described (the caller puts
-    ``op`` itself in the graph). The caller puts the key in the graph: it
-    keeps ``op`` registered."""
+    into it (``baked``, by ``keys.constant_identity``); None when a baked value
+    has no stable identity (the caller puts ``op`` itself in the graph). The
+    caller puts the key in the graph: it keeps ``op`` registered."""
+    meshes: list[Any] = []
+    with keys.keying_meshes(meshes):
+        identity = keys.constant_identity(baked)
     if identity is None:
         return None
     key = f"{what} #{digest(repr(identity))}"
     _CALLS.setdefault(key, []).append(weakref.ref(op, _forget(key)))
-    return BakedKey(key, op)
+    return BakedKey(key, op, tuple(meshes))
 
 
 def registered(key: str) -> Callable[..., Any] | None:

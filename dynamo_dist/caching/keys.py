@@ -31,10 +31,11 @@ depends on, and what is left out and why that is sound.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
@@ -71,9 +72,27 @@ def mesh_identity(mesh: Any, flattened: bool = True) -> str:
 _LIVE_MESHES: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 
 
+# The lists of the key computations under way that note the meshes they key
+# (``key_parts.noting``).
+_NOTING: list[list[Any]] = []
+
+
+@contextlib.contextmanager
+def keying_meshes(into: list[Any]) -> Iterator[None]:
+    """Append each mesh keyed inside the block to ``into`` (once each)."""
+    _NOTING.append(into)
+    try:
+        yield
+    finally:
+        _NOTING.remove(into)
+
+
 def keyed_mesh_identity(mesh: Any) -> str:
     """``mesh_identity`` of a live mesh going into a key; remembers the mesh."""
     _LIVE_MESHES[mesh_identity(mesh, flattened=False)] = mesh
+    for meshes in _NOTING:
+        if not any(m is mesh for m in meshes):
+            meshes.append(mesh)
     return mesh_identity(mesh)
 
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from .._compat.caches import sdpa_backend_calls
+from ..caching import key_parts
 from ..caching.aot_key import REFUSED
 from .report import PLUGIN, CacheOutcome, CapturedGraph
 
@@ -113,10 +114,23 @@ def describe(cache: str, state: str, payload: dict[str, Any], where: str, mode: 
         if payload.get("cache_status_detailed") == "guard_miss":
             return (f"entries for this key in {where}, but none for these input sizes "
                     "(their shape guards failed)"), ""
-        return (f"no entry for this key in {where} (first compile of this graph, or its code, "
-                "mesh/groups/placements/rank, input shapes, torch or config differ)"), ""
+        return _miss_reason(str(payload.get("key", "")), where), ""
     raw = str(payload.get("cache_bypass_reason", "")).strip()
     return _bypass_reason(raw, mode), raw.splitlines()[0][:300] if raw else ""
+
+
+def _miss_reason(key: str, where: str) -> str:
+    """A miss, with the part of the key that differed where the plugin can
+    tell (its notes of another key of the same graph in the cache dir)."""
+    found = key_parts.differences(key)
+    if found is None:
+        return (f"no entry for this key in {where} (first compile of this graph, or its code, "
+                "mesh/groups/flattened meshes/placements/rank/planner switches, input shapes, torch or config differ)")
+    if not found:
+        return (f"no entry for this key in {where}; one for this graph in another state has the plugin's parts "
+                "(meshes, groups, flattened meshes, planner switches, rank) equal, so its code, placements, input "
+                "shapes, torch or config differ")
+    return f"no entry for this key in {where}; this graph is stored for another state: " + "; ".join(found)
 
 
 def _bypass_reason(raw: str, mode: str) -> str:

@@ -27,7 +27,6 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import _compat as C
 from ..caching import baked_ops
-from ..caching.keys import constant_identity
 from .breaks import Break, describe, describe_call, graph_break, log
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
@@ -100,7 +99,7 @@ def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: A
     fn_name = f"dynamo_dist_{name}"
     op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
     op.__doc__ = what
-    key = baked_ops.bake(op, what, constant_identity((name, *baked)))
+    key = baked_ops.bake(op, what, (name, *baked))
     if key is None:
         log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
         return C.graph_call(tx, op, [tensor])
