@@ -45,7 +45,8 @@ def install() -> None:
     dynamo_dist. Idempotent; resets Dynamo's caches when it changes state.
 
     Raises ``RuntimeError`` (and patches nothing) on a torch outside the
-    supported releases."""
+    supported releases. All or nothing: where a change to torch fails, every
+    change made before it is undone and ``RuntimeError`` says which failed."""
     _patching().apply()
 
 

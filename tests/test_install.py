@@ -90,6 +90,35 @@ def test_install_is_idempotent_and_uninstall_restores_stock(world8):
     assert after.graphs[0].code == stock.graphs[0].code
 
 
+def test_a_failing_hook_point_leaves_torch_stock(world8, monkeypatch):
+    """install() is all or nothing: a change that fails after others were
+    made undoes them, raises one clear error, and a later install works."""
+    from dynamo_dist._hooks import core
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    before = _snapshot()
+    stock = compile_and_run(program, torch.ones(1), mesh)
+
+    def fail(p):
+        raise AttributeError("compile-once hook point moved")
+
+    monkeypatch.setattr(core, "compile_once_patches", fail)  # late: most changes are made by then
+    with pytest.raises(RuntimeError, match=r"install\(\) failed while changing torch \(AttributeError: "
+                                           r"compile-once hook point moved\); every change it had made is undone"):
+        dynamo_dist.install()
+    assert not dynamo_dist.is_installed()
+    assert all(a is b or a == b for a, b in zip(_snapshot(), before)), "a failed install left a hook"
+    assert compile_and_run(program, torch.ones(1), mesh).graphs[0].code == stock.graphs[0].code
+
+    monkeypatch.undo()
+    dynamo_dist.install()
+    try:
+        assert dynamo_dist.is_installed()
+        assert not distributed_objects_in(compile_and_run(program, torch.ones(1), mesh).graphs[0])
+    finally:
+        dynamo_dist.uninstall()
+
+
 def test_enabled_context_restores_previous_state(world8):
     mesh = make_mesh((8,))
     with dynamo_dist.enabled():

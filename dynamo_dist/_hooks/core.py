@@ -73,34 +73,62 @@ def is_active() -> bool:
     return bool(_INSTALLED)
 
 
+class InstallError(RuntimeError):
+    """A change ``install()`` makes to torch failed; every change made before
+    it was undone, so torch is stock."""
+
+
 def apply(reset: bool = True) -> None:
-    """Install. ``reset=False`` keeps what Dynamo compiled so far (a tool that
-    alternates stock and plugin over functions each side compiled itself)."""
+    """Install, all or nothing: a change that fails undoes every change made
+    before it and raises ``InstallError``. ``reset=False`` keeps what Dynamo
+    compiled so far (a tool that alternates stock and plugin over functions
+    each side compiled itself)."""
     with _lock:
         if _INSTALLED:
             return
         C.check_supported()
-        p = _INSTALLED
-        _tracker_patches(p)
-        for name, ours in C.BUILTIN_HOOKS.items():
-            p.set(C.BuiltinVariable, name, _builtin_hook(name, ours, C.BuiltinVariable.__dict__.get(name)))
-        if C.JUMP_HOOKS:
-            _jump_patches(p)
-        for module in C.IDENTITY_HOOK_POINTS:
-            p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
-        p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
-        _aot_patches(p)
-        cache_key_patches(p, dtensor)
-        compile_once_patches(p)
-        if C.collective.NEEDS_BACKPORT:
-            _collective_patches(p)
-        if reset:
-            C.reset()  # compiled code and guards made under stock must not be reused
-        # After the reset: it clears the Dynamo state of every code object it saw.
-        for fn in C.RUNTIME_ONLY_FUNCTIONS:
-            C.skip_top_level_frames(fn)
-        for fn in C.RUNTIME_ONLY_CALL_TREES:
-            C.skip_frames_recursively(fn)
+        try:
+            _patch(_INSTALLED)
+            if reset:
+                C.reset()  # compiled code and guards made under stock must not be reused
+            # After the reset: it clears the Dynamo state of every code object it saw.
+            for fn in C.RUNTIME_ONLY_FUNCTIONS:
+                C.skip_top_level_frames(fn)
+            for fn in C.RUNTIME_ONLY_CALL_TREES:
+                C.skip_frames_recursively(fn)
+        except Exception as e:
+            _undo()
+            raise InstallError(
+                f"dynamo_dist.install() failed while changing torch ({type(e).__name__}: {e}); every change it "
+                f"had made is undone and torch {C.TORCH_VERSION} is as it was. A torch build that differs from "
+                "the released one where the message points can cause this: please report it with the traceback."
+            ) from e
+
+
+def _patch(p: Patches) -> None:
+    """Every change ``install()`` makes to torch, recorded in ``p``."""
+    _tracker_patches(p)
+    for name, ours in C.BUILTIN_HOOKS.items():
+        p.set(C.BuiltinVariable, name, _builtin_hook(name, ours, C.BuiltinVariable.__dict__.get(name)))
+    if C.JUMP_HOOKS:
+        _jump_patches(p)
+    for module in C.IDENTITY_HOOK_POINTS:
+        p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
+    p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
+    _aot_patches(p)
+    cache_key_patches(p, dtensor)
+    compile_once_patches(p)
+    if C.collective.NEEDS_BACKPORT:
+        _collective_patches(p)
+
+
+def _undo() -> None:
+    """Every change of ``_patch`` and ``apply`` undone (under ``_lock``)."""
+    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES):
+        C.unskip_top_level_frames(fn)
+    _INSTALLED.restore()
+    if C.collective.NEEDS_BACKPORT:
+        C.collective.clear_builtin_handlers()  # they are cached with the method they were built from
 
 
 def remove(reset: bool = True) -> None:
@@ -108,11 +136,7 @@ def remove(reset: bool = True) -> None:
     with _lock:
         if not _INSTALLED:
             return
-        for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES):
-            C.unskip_top_level_frames(fn)
-        _INSTALLED.restore()
-        if C.collective.NEEDS_BACKPORT:
-            C.collective.clear_builtin_handlers()  # they are cached with the method they were built from
+        _undo()
     if reset:
         C.reset()
 
