@@ -7,7 +7,7 @@ falls back to ``as_strided``, which DTensor does not support, so stock torch
 ``return x.t()``. The view is rebuilt here on the *local* tensor, whose
 metadata the trace recorded, and wrapped back as a DTensor through the
 differentiable ``to_local``/``from_local`` pair so gradients still reach the
-input. ``_hooks.py`` installs this as a fallback around AOTAutograd's own
+input. ``_hooks/core.py`` installs this as a fallback around AOTAutograd's own
 function.
 
 torch 2.14+ no longer crashes in the forward: DTensor's ``as_strided``

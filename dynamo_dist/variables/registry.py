@@ -1,4 +1,4 @@
-"""Which tracker a value gets. Called from the Dynamo hooks in ``_hooks.py``.
+"""Which tracker a value gets. Called from the Dynamo hooks in ``_hooks/core.py``.
 
 Sourceless values go through the type -> tracker table in ``wrap.py`` (each
 tracker module registers its type); sourced values get their guard here.
