@@ -21,6 +21,8 @@ import torch._dynamo.variables.distributed as _stock_dist_trackers
 from torch.distributed.distributed_c10d import _WorldMeta
 from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (re-exported)
 from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+from torch.distributed.tensor._dtensor_spec import DTensorSpec as _DTensorSpec
+from torch.distributed.tensor._dtensor_spec import TensorMeta as _TensorMeta
 
 def _dynamo_distributed_has(name: str) -> bool:
     return hasattr(_stock_dist_trackers, name)
@@ -269,7 +271,48 @@ def constructor_call(p: Any) -> tuple[tuple, dict]:
 # of its own, and breaks in ``__tensor_unflatten__`` at ``DTensor(local, spec,
 # ...)``. None of them is user code worth a frame.
 _DTensor = torch.distributed.tensor.DTensor
-RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatten__, _DTensor.device_mesh.fget)
+
+
+# Whether a DTensorSpec says if its ``_StridedShard`` placements encode the
+# shard order (2.12+): True, and ``shard_order`` is left None (derived from
+# the placements); False (view propagation: a sharded dim merged by
+# ``view``), and ``shard_order`` is set. ``__tensor_flatten__`` keeps
+# ``shard_order`` but not the flag, and ``__tensor_unflatten__`` makes it True
+# again wherever a ``_StridedShard`` is present, which refuses a set
+# ``shard_order``: a sharded view (``x.view(-1, h)`` of ``Shard(1)``) cannot
+# leave or enter a compiled graph. (2.11 flattens the whole spec, and its
+# eager DTensor refuses to merge a sharded dim in a view.)
+def _unflatten_loses_shard_order_flag() -> bool:
+    if "use_strided_shard_as_shard_order" not in getattr(_DTensorSpec, "__dataclass_fields__", {}):
+        return False
+    try:
+        return "shard_order" in inspect.getsource(_DTensor.__tensor_flatten__)
+    except (OSError, TypeError):  # pragma: no cover - no source shipped
+        return False
+
+
+UNFLATTEN_LOSES_SHARD_ORDER_FLAG = _unflatten_loses_shard_order_flag()
+# Where the unflatten below replaces DTensor's own while installed.
+DTENSOR_UNFLATTEN_POINT = (_DTensor, "__tensor_unflatten__")
+
+
+def dtensor_unflatten(inner_tensors: dict, flatten_spec: tuple, outer_size: Any, outer_stride: Any) -> Any:
+    """``DTensor.__tensor_unflatten__`` that rebuilds the spec
+    ``__tensor_flatten__`` flattened: a set ``shard_order`` means the flag was
+    False (it is left None when True), so it is passed as False. The rest is
+    torch's own, line for line."""
+    placements, old_tensor_meta, shard_order, requires_grad = flatten_spec
+    flag = {} if shard_order is None else {"use_strided_shard_as_shard_order": False}
+    spec = _DTensorSpec(
+        inner_tensors["device_mesh"], placements,
+        tensor_meta=_TensorMeta(shape=outer_size, stride=outer_stride, dtype=old_tensor_meta.dtype),
+        shard_order=shard_order, **flag,
+    )
+    return _DTensor(inner_tensors["_local_tensor"], spec, requires_grad=requires_grad)
+
+
+RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatten__, _DTensor.device_mesh.fget,
+                          dtensor_unflatten)
 
 # Mesh construction called eagerly from a compiled function (after the
 # graph break that ``init_device_mesh`` is): none of it, down to the process

@@ -32,7 +32,10 @@ each release come from ``_compat``):
   the world size (``guards/dtensor.py``).
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
   inputs (``gen_alias_from_base``) and, on 2.12 / 2.13, where a checkpointed
-  random op's RNG state is saved (``functionalize_rng_ops``).
+  random op's RNG state is saved (``functionalize_rng_ops``); on 2.12+,
+  ``DTensor.__tensor_unflatten__`` rebuilds a sharded view's spec as it was
+  flattened (``C.dtensor_unflatten``: a ``_StridedShard`` whose shard order
+  is set), so such a DTensor can leave and enter a compiled graph.
 - The compile caches (``_hooks/caches.py``).
 - Inputs that are sometimes an ``AsyncCollectiveTensor`` (only on a torch
   without upstream's fix, ``C.collective.NEEDS_BACKPORT``): ``_wrap`` traces
@@ -208,6 +211,8 @@ def _aot_patches(p: Patches) -> None:
     if C.AOT_CODEGEN_HOOK_POINT is not None:
         owner, name = C.AOT_CODEGEN_HOOK_POINT
         p.set(owner, name, _runtime_only_generated(getattr(owner, name)))
+    if C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
+        p.set(*C.DTENSOR_UNFLATTEN_POINT, staticmethod(C.dtensor_unflatten))
 
 
 def _builtin_hook(name: str, ours: str, original: Any) -> Any:
