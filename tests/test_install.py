@@ -33,6 +33,8 @@ def _guard_and_aot_hook_points() -> tuple:
     points.append(getattr(*_compat.DTENSOR_SPEC_GUARD_POINT))
     if _compat.aot.RNG_STATES_HOOK_POINT is not None:
         points.append(getattr(*_compat.aot.RNG_STATES_HOOK_POINT))
+    if _compat.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
+        points.append(getattr(*_compat.DTENSOR_UNFLATTEN_POINT))
     return tuple(points)
 
 
