@@ -223,8 +223,15 @@ def trace_artifact(name: str, payload: Callable[[], str]) -> None:
     trace_structured("artifact", metadata_fn=lambda: {"name": name, "encoding": "json"}, payload_fn=payload)
 
 
+# The backend of ``worlds.recording``'s world: a fake world whose groups
+# record the collectives they are asked to run (Python process groups).
+RECORDING_BACKEND = "fake_recording"
+FAKE_BACKENDS = ("fake", RECORDING_BACKEND)
+
+
 def is_fake_world() -> bool:
-    return dist.get_backend() == "fake"
+    """One process posing as a rank: torch's fake backend, or the recording one (``worlds.recording``)."""
+    return dist.get_backend() in FAKE_BACKENDS
 
 
 def default_store() -> Any:

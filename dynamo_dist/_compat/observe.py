@@ -4,7 +4,7 @@ and the worlds) read from torch's internals, behind small named functions.
 Nothing outside ``dynamo_dist/_compat/`` imports torch's private modules or
 reads private attributes of torch objects; a torch upgrade that moves one of
 these is a change here. Changes to torch's global state are not made here:
-they go through ``_hooks.Patches`` (see the tail of ``_hooks.py``); this
+they go through ``_hooks.Patches`` (``_hooks/tools.py``); this
 module only names the objects they change.
 """
 
@@ -29,6 +29,9 @@ from torch._guards import CompileContext
 from torch._dynamo.symbolic_convert import graph_break_log
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.distributed.distributed_c10d import _resolve_process_group
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.distributed.tensor import DTensor
+import torch.distributed.tensor.debug as dtensor_debug
 from torch.utils._pytree import tree_flatten
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 from torch._dynamo.backends.common import aot_autograd
@@ -36,6 +39,8 @@ from torch._dynamo.backends.debugging import boxed_nop
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # light (already loaded by Dynamo)
 from torch.testing._internal.distributed.fake_pg import FakeStore
+
+from .caches import RECORDING_BACKEND  # noqa: F401  (the recording world's backend)
 
 __all__ = [
     "funcol", "Unsupported", "InternalTorchDynamoError", "RestartAnalysis",
@@ -46,6 +51,8 @@ __all__ = [
     "dynamo_config", "inductor_config", "functorch_config", "rendezvous_handlers",
     "aot_eager_lowering", "inductor_lowering",
     "structured_trace_logger", "cache_artifact", "compile_cache_settings",
+    "RECORDING_BACKEND", "backend_registered", "completed_work", "flatten_mesh",
+    "redistribute_planner", "forget_dtensor_plans",
 ]
 
 
@@ -324,6 +331,54 @@ def init_fake_process_group(world_size: int, rank: int) -> None:
     ``world_size`` ranks seen from ``rank``; collectives do nothing."""
 
     dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=world_size)
+
+
+def backend_registered(name: str) -> bool:
+    """Whether c10d has a backend plugin called ``name``."""
+    return name.upper() in dist.Backend._plugins
+
+
+def completed_work(result: Any) -> Any:
+    """A finished ``Work`` whose future holds ``result``: what a Python
+    process group returns from a collective it has already done."""
+    future = torch.futures.Future()
+    future.set_result(result)
+    return _create_work_from_future(future)
+
+
+def flatten_mesh(mesh: Any, dims: tuple[str, ...], name: str) -> Any:
+    """``mesh[dims]._flatten(name)``: the submesh of ``dims`` flattened to one
+    dim, registered on the root mesh (what the redistribute planner looks up)."""
+    return mesh[dims[0] if len(dims) == 1 else dims]._flatten(name)
+
+
+# The redistribute planner's module switches (torch 2.11-2.15): the names of
+# ``torch.distributed.tensor._redistribute``'s globals that pick a plan, for
+# ``_hooks.tools.planner_patches`` to set.
+PLANNER_FORCE_MIN_COST = "_FORCE_MIN_COST_REDISTRIBUTION_PLAN"
+PLANNER_NO_TRANSFORM_OPTIMIZATION = "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION"
+
+
+def redistribute_planner() -> Any:
+    """The module of DTensor's redistribute planner (its switches are module globals)."""
+    return importlib.import_module("torch.distributed.tensor._redistribute")
+
+
+def forget_dtensor_plans() -> None:
+    """Empty DTensor's caches of redistribute plans and sharding decisions.
+    Plans are made under the planner's switches as they were; and both are
+    keyed by mesh equality, which leaves out this rank and its groups, so a
+    process that plays several worlds one after another would otherwise
+    reuse one world's plan (its meshes, its group names) in the next."""
+    planner = redistribute_planner()
+    for cached in (getattr(planner, "_gen_transform_infos", None),
+                   getattr(type(DTensor._op_dispatcher.sharding_propagator), "_propagate_tensor_meta_cached", None)):
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    clear_planners = getattr(planner, "clear_redistribute_planner_cache", None)  # planners per mesh
+    if clear_planners is not None:
+        clear_planners()
+    dtensor_debug._clear_sharding_prop_cache()  # the Python cache and the C++ dispatch fast path's
 
 
 def rendezvous_handlers() -> dict[str, Any]:

@@ -9,8 +9,8 @@
 - ``caches.py``: what ``install()`` changes in the compile caches (the keys
   of ``caching/``);
 - ``tools.py``: the tools' temporary changes (``explain``'s recording,
-  logger levels, configs, the CLI's rendezvous), each a ``Patches`` its
-  caller restores.
+  logger levels, configs, the CLI's rendezvous, the redistribute planner's
+  switches), each a ``Patches`` its caller restores.
 """
 
 from .core import apply, is_active, remove
@@ -19,6 +19,7 @@ from .tools import (
     compile_patches,
     config_patches,
     end_recording,
+    planner_patches,
     plugin_state,
     set_plugin_state,
     trace_patches,
@@ -28,5 +29,5 @@ from .tools import (
 
 __all__ = [
     "Patches", "apply", "remove", "is_active", "plugin_state", "set_plugin_state", "recording_patches", "end_recording",
-    "compile_patches", "config_patches", "rendezvous_patches", "trace_patches",
+    "compile_patches", "config_patches", "rendezvous_patches", "trace_patches", "planner_patches",
 ]

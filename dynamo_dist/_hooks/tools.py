@@ -134,3 +134,17 @@ def rendezvous_patches(prefix: str) -> Patches:
     for scheme, handler in list(handlers.items()):
         p.set_item(handlers, scheme, namespaced(handler))
     return p
+
+
+def planner_patches(force_min_cost: bool | None, disable_optimization: bool) -> Patches:
+    """DTensor's redistribute planner switched as a job may switch it (its
+    module globals: a forced min-cost plan, no merging of transforms), with
+    the plans it cached under the old switches forgotten. Its cache keeps
+    plans made under these switches after ``restore()``: forget them then
+    (``observe.forget_dtensor_plans``)."""
+    p = Patches()
+    planner = O.redistribute_planner()
+    p.set(planner, O.PLANNER_FORCE_MIN_COST, force_min_cost)
+    p.set(planner, O.PLANNER_NO_TRANSFORM_OPTIMIZATION, disable_optimization)
+    O.forget_dtensor_plans()
+    return p

@@ -4,9 +4,12 @@ compiled vs eager, with a reproducer script written for every failure.
 Properties: query (compiled == eager, fullgraph, zero breaks), escapes
 (returned meshes/groups/placements equal eager's), guards (compile with A,
 call with B: right answer, recompile exactly when a folded answer differs),
-wild (anything generated: never an internal Dynamo error) and dtensor
-(numerics on a spawned 2-rank gloo world). --examples is per property; the
-dtensor property runs a tenth of it (each example runs on two ranks).
+wild (anything generated: never an internal Dynamo error), dtensor
+(numerics on a spawned 2-rank gloo world) and processes (compiled in one
+process, loaded from its caches in another in a perturbed state: the
+collectives eager runs there). --examples is per property; the dtensor
+property runs a tenth of it (each example runs on two ranks), processes a
+twenty-fifth (each example spawns two processes that compile with inductor).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 
@@ -22,7 +25,7 @@ NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.pref
 
 # The properties --help offers, written out so that help needs no torch;
 # tests/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
-PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor")
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "processes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

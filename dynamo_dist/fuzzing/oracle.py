@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch.fx
 
+from .. import _compat as C
 from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..diagnostics.graphs import distributed_objects_in
@@ -58,6 +60,18 @@ def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, BaseE
         return fn(*args, **kwargs), None
     except Exception as e:  # the oracle compares exceptions too
         return None, e
+
+
+@contextlib.contextmanager
+def one_rank(on: bool) -> Iterator[None]:
+    """``compile_on_one_rank`` set to ``on`` for the block (this release's canonical flag)."""
+    dist_config = C.one_rank_config()
+    before = dist_config.compile_on_one_rank
+    dist_config.compile_on_one_rank = on
+    try:
+        yield
+    finally:
+        dist_config.compile_on_one_rank = before
 
 
 def _is_internal(e: BaseException) -> bool:

@@ -542,6 +542,10 @@ def _statement(draw: Any, builder: _Builder) -> None:
 # local shards.
 
 
+# What a generated DTensor program returns, unless told otherwise.
+DTENSOR_RETURNS = ("d.full_tensor(), d.to_local(), d.placements",)
+
+
 @dataclass
 class _DTensorBuilder:
     spec: DTensorSpec
@@ -604,16 +608,17 @@ class _DTensorBuilder:
 
 @st.composite
 def dtensor_programs(draw: Any, spec: DTensorSpec, *, max_ops: int = 4,
-                     ops: tuple[str, ...] = DTENSOR_OPS) -> Program:
+                     ops: tuple[str, ...] = DTENSOR_OPS, returns: tuple[str, ...] = DTENSOR_RETURNS) -> Program:
     """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec``: a
     few of ``ops`` (elementwise math, ``redistribute`` (to ``_StridedShard``
     too), branches on ``d.placements``, folded ``d.device_mesh`` /
     ``d.placements`` queries, ``sum``, ``matmul``, ``DTensor.from_local``
-    round trips, ``distribute_tensor``); returns ``full_tensor()``,
-    ``to_local()`` and the placements."""
+    round trips, ``distribute_tensor``); returns one of ``returns`` (by
+    default ``full_tensor()``, ``to_local()`` and the placements)."""
     b = _DTensorBuilder(spec, ops, ["def f(d, mesh):"], len(spec.shape))
     draw(st.lists(_dtensor_statement(b), min_size=1, max_size=max_ops))
-    b.lines.append("    return d.full_tensor(), d.to_local(), d.placements")
+    result = returns[0] if len(returns) == 1 else draw(st.sampled_from(returns))
+    b.lines.append(f"    return {result}")
     return Program("\n".join(b.lines) + "\n")
 
 

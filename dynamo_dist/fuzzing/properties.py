@@ -21,6 +21,11 @@ Properties:
   ``InternalTorchDynamoError``, compiled == eager or the same exception.
 - ``dtensor``: DTensor numerics on a real 2-rank gloo world, compiled
   (``aot_eager``, ``fullgraph=True``) vs eager on every rank.
+- ``processes``: DTensor programs compiled (inductor) in a fresh process A,
+  loaded from its compile caches by a fresh process B in a perturbed state:
+  every process's compiled programs run exactly the collectives eager runs
+  there (kind and group ranks), or B missed and compiled anew (see
+  ``processes``).
 """
 
 from __future__ import annotations
@@ -39,18 +44,19 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 import dynamo_dist
 
-from .. import _compat as C
 from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..worlds import GlooPool, make_mesh
-from . import strategies
+from . import processes, strategies
 from .oracle import _call, _is_internal, assert_compiles_like_eager
+from .oracle import one_rank as _one_rank
 from .specs import COMPILABLE_DTENSOR_OPS as DTENSOR_OPS  # noqa: F401  (the ops the dtensor property draws)
 from .specs import (  # noqa: F401
     DTENSOR_EXCLUDED,
     DTENSOR_STRIDED_INPUTS,
     DTensorExample,
     GuardExample,
+    ProcessesExample,
     QueryExample,
     WorldObjects,
     mesh_key,
@@ -107,18 +113,6 @@ def _data_dependent(e: BaseException | None) -> bool:
 
     return isinstance(e, GuardOnDataDependentSymNode) or (e is not None and "data-dependent" in str(e)
                                                            and not _is_internal(e))
-
-
-@contextlib.contextmanager
-def _one_rank(on: bool) -> Iterator[None]:
-    dist_config = C.one_rank_config()  # the canonical flag of this release
-
-    before = dist_config.compile_on_one_rank
-    dist_config.compile_on_one_rank = on
-    try:
-        yield
-    finally:
-        dist_config.compile_on_one_rank = before
 
 
 # ---------------------------------------------------------------------------
@@ -337,6 +331,38 @@ def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------
+# processes (compile in one process, load in another)
+
+
+# Examples checked in this process -> (invalid, what failed): hypothesis draws
+# some examples again (while generating and shrinking), each seconds of compiling.
+_PROCESSES_CHECKED: dict[ProcessesExample, tuple[str | None, str | None]] = {}
+
+
+def check_processes(example: ProcessesExample) -> None:
+    """Compile ``example.programs`` in a fresh process A in state
+    ``example.compile``, then load them in a fresh process per state of
+    ``example.loads`` (sharing A's inductor cache directory, or loading A's
+    cache artifacts). In every process, each compiled program runs exactly
+    the collectives eager runs there, as (kind, sorted group ranks), and
+    raises nothing: a process that hit A's entries runs A's graphs, which
+    must fit its own state. An example eager rejects in some state is
+    invalid. An example checked before in this process is answered as then."""
+    if example not in _PROCESSES_CHECKED:
+        if len(_PROCESSES_CHECKED) > 1000:
+            _PROCESSES_CHECKED.clear()
+        invalid = processes.eager_problem(example)
+        found = [] if invalid else [p for who, state, runs in processes.run_example(example)
+                                    for p in processes.problems(example, who, state, runs)]
+        _PROCESSES_CHECKED[example] = (invalid, "\n".join(found) or None)
+    invalid, failed = _PROCESSES_CHECKED[example]
+    if invalid is not None:
+        raise InvalidExample(invalid)
+    if failed is not None:
+        raise AssertionError(failed)
+
+
+# ---------------------------------------------------------------------------
 # The registry.
 
 
@@ -382,5 +408,9 @@ PROPERTIES: dict[str, Property] = {
         Property("dtensor", "DTensor numerics on a 2-rank gloo world, compiled vs eager on every rank",
                  _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=40, long_share=0.1,
                  gloo=True),
+        # Each example spawns two processes that compile with inductor (~20 s on 2 cores): a few per
+        # fuzz run, and no CI profile (tests/test_fuzz_processes.py checks fixed examples).
+        Property("processes", "compiled in process A, loaded in a perturbed process B: eager's collectives in B",
+                 _strategy("processes_examples"), f"{_HERE}:check_processes", ci_examples=0, long_share=0.04),
     ]
 }

@@ -28,6 +28,8 @@ from dynamo_dist.fuzzing.specs import (
     GuardExample,
     MeshArg,
     MeshSpec,
+    ProcessesExample,
+    ProcessState,
     Program,
     QueryExample,
     QueryInputs,
@@ -43,13 +45,21 @@ def _source_literal(source: str) -> str:
     return '"""\\\n' + source + '"""'
 
 
+def _sources(example: Any) -> list[tuple[str, str]]:
+    """``(variable, source)`` of the example's program (``SOURCE``) or
+    programs (``SOURCE_0``, ``SOURCE_1``, ...), written out verbatim."""
+    program = getattr(example, "program", None)
+    if getattr(program, "source", None) is not None:
+        return [("SOURCE", program.source)]
+    return [(f"SOURCE_{i}", p.source) for i, p in enumerate(getattr(example, "programs", ()))]
+
+
 def reproducer_source(property_name: str, check: str, example: Any, error: str = "", seed: int | None = None) -> str:
     """The text of a reproducer script for ``example`` failing ``check``
     (``"module:function"``)."""
     module, _, function = check.partition(":")
-    program = getattr(example, "program", None)
-    source = getattr(program, "source", None)
-    names = {id(source): "SOURCE"} if source is not None else {}
+    sources = _sources(example)
+    names = {id(source): name for name, source in sources}
     example_code = code_of(example, names=names)
     error_lines = "\n".join(textwrap.shorten(line, 200) for line in error.strip().splitlines()[:12])
     seed_note = f" (seed {seed})" if seed is not None else ""
@@ -61,8 +71,8 @@ def reproducer_source(property_name: str, check: str, example: Any, error: str =
         '"""\n'
     )
     body = [doc, _IMPORTS]
-    if source is not None:
-        body.append(f"SOURCE = {_source_literal(source)}\n")
+    for name, source in sources:
+        body.append(f"{name} = {_source_literal(source)}\n")
     body.append(f"EXAMPLE = {example_code}\n")
     body.append(textwrap.dedent(f"""
         def main() -> int:

@@ -207,6 +207,44 @@ class DTensorExample:
     program: Program
 
 
+@dataclass(frozen=True)
+class ProcessState:
+    """The state of one process of the ``processes`` property, made before the
+    programs compile or load, in this order: a fake world of ``world``;
+    ``groups_first`` (``dist.new_group(ranks)`` each, so later group names
+    shift); an unrelated mesh of shape ``mesh_first``; the programs' mesh;
+    the dim-name tuples in ``flattened`` flattened (in that order) into
+    meshes named ``"_".join(dims)``; the redistribute planner's switches
+    (``force_min_cost``: ``_FORCE_MIN_COST_REDISTRIBUTION_PLAN``,
+    ``no_transform_optimization``: ``_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION``);
+    ``compile_on_one_rank``. ``artifacts`` (a loading process only): the
+    compiling process's ``torch.compiler.save_cache_artifacts()`` are loaded
+    into an empty cache first, instead of sharing its cache directory."""
+
+    world: World
+    groups_first: tuple[tuple[int, ...], ...] = ()
+    mesh_first: tuple[int, ...] | None = None
+    flattened: tuple[tuple[str, ...], ...] = ()
+    force_min_cost: bool | None = None
+    no_transform_optimization: bool = False
+    one_rank: bool = False
+    artifacts: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessesExample:
+    """DTensor programs ``f(d, mesh)`` compiled (inductor) in a fresh process
+    in state ``compile``, then loaded in a fresh process per state of
+    ``loads``. ``d`` is ``DTensor.from_local`` of a ``tensor.shape`` local
+    tensor on each rank, on the mesh ``tensor.mesh`` with
+    ``tensor.placements``."""
+
+    tensor: DTensorSpec
+    programs: tuple[Program, ...]
+    compile: ProcessState
+    loads: tuple[ProcessState, ...]
+
+
 # ---------------------------------------------------------------------------
 # A user-defined placement, as users write them: a Shard subclass with its own
 # state and methods, inheriting Shard's ``__eq__`` (which compares ``dim`` only).

@@ -16,7 +16,9 @@ be printed, shrunk and written into a standalone reproducer.
   ``programs(world, inputs)``: a generated query program (source code);
   ``dtensor_programs(spec)``: a generated DTensor program.
 - ``query_examples()``, ``guard_examples()``, ``dtensor_examples()``: whole
-  examples for the properties in ``dynamo_dist.fuzzing.properties``.
+  examples for the properties in ``dynamo_dist.fuzzing.properties``;
+  ``processes_examples()`` (the fuzzer's own, not exported): programs
+  compiled in one process and loaded in others, each in its own state.
 
 Every strategy checks its arguments when it is called, as hypothesis' own
 do: a bad one raises ``hypothesis.errors.InvalidArgument`` naming it and
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from typing import Any, Iterable
 
 import torch
@@ -50,6 +53,8 @@ from .specs import (
     GuardExample,
     MeshArg,
     MeshSpec,
+    ProcessesExample,
+    ProcessState,
     Program,
     QueryExample,
     QueryInputs,
@@ -440,3 +445,89 @@ def _dtensor_examples(draw: Any, world: World | int, ops: tuple[str, ...] | None
                       strided: bool | None) -> DTensorExample:
     spec = draw(dtensor_specs(world, strided=DTENSOR_STRIDED_INPUTS if strided is None else strided))
     return DTensorExample(spec, draw(dtensor_programs(spec, ops=COMPILABLE_DTENSOR_OPS if ops is None else ops)))
+
+
+# ---------------------------------------------------------------------------
+# The processes property's examples (``properties.check_processes``).
+
+# Programs that inductor compiles and that are cheap: small local tensors,
+# redistributes between placement lists (from Partial of these ops too), an
+# elementwise op, branches and folded queries around them.
+PROCESS_MESH_SIZES = (4, 8)
+PROCESS_WORLD_SIZES = (4, 8)
+PROCESS_REDUCE_OPS = ("sum", "avg", "max", "min")
+PROCESS_DTENSOR_OPS = ("elementwise", "redistribute", "redistribute", "branch", "query", "sum")
+PROCESS_RETURNS = ("d.full_tensor()", "d.to_local()", "d.full_tensor(), d.to_local()")
+PROCESS_LOCAL_SHAPE = (4, 8)
+
+
+def _flattenable(mesh: MeshSpec) -> list[tuple[str, ...]]:
+    """The mesh's dim-name tuples of two dims or more, in a fixed order."""
+    names = mesh.names or ()
+    return [c for r in range(2, len(names) + 1) for c in itertools.combinations(names, r)]
+
+
+# The parts of a process's state a loading process may change; flattening
+# and the planner's switches twice as often: they change the plan a program
+# compiles to (which collectives, over which flattened group) but no name.
+PROCESS_PARTS = ("world", "groups_first", "mesh_first", "flattened", "flattened", "planner", "planner",
+                 "one_rank")
+
+
+@st.composite
+def _process_state(draw: Any, mesh: MeshSpec, base: ProcessState | None = None) -> ProcessState:
+    """A process's state around ``mesh``: every part drawn (``base`` None, the
+    compiling process), or ``base`` with a random few of its parts drawn
+    again, each to another value (a loading process; ``artifacts`` drawn too)."""
+    # B changes a few parts (none, one, sometimes more: often A's state but for one
+    # part, where a wrong cache key lets B load A's graphs); shrinks to none.
+    changed = set(draw(st.permutations(PROCESS_PARTS))[:draw(st.sampled_from((0, 1, 1, 1, 1, 2, 3)))]) \
+        if base is not None else set()
+
+    def part(name: str, keep: Any, fresh: st.SearchStrategy[Any], fits: bool = True, other: bool = True) -> Any:
+        """``keep`` (A's), or a fresh value: another one where there is (``other``)."""
+        if base is None or not fits:
+            return draw(fresh)
+        if name not in changed:
+            return keep
+        return draw(fresh.filter(lambda value: value != keep)) if other else keep
+
+    size_of = math.prod(mesh.shape)
+    world = part("world", base and base.world, worlds(tuple(n for n in PROCESS_WORLD_SIZES if n >= size_of)))
+    groups = st.lists(st.lists(st.integers(0, world.size - 1), min_size=1, max_size=world.size, unique=True)
+                      .map(lambda ranks: tuple(sorted(ranks))), max_size=2).map(tuple)
+    groups_first = part("groups_first", base and base.groups_first, groups,
+                        fits=base is not None and all(r < world.size for g in base.groups_first for r in g))
+    mesh_first = part("mesh_first", base and base.mesh_first, st.none() | mesh_shapes(world.size, max_ndim=2),
+                      fits=base is not None and (base.mesh_first is None or math.prod(base.mesh_first) == world.size))
+    combos = _flattenable(mesh)
+    flat = st.lists(st.sampled_from(combos), unique=True).map(lambda c: tuple(sorted(c, key=combos.index))) \
+        if combos else st.just(())
+    flattened = part("flattened", base and base.flattened, flat, other=bool(combos))
+    # A forced min-cost plan costs ~20 s a compile (3-dim meshes): drawn a quarter of the time.
+    planner = part("planner", base and (base.force_min_cost, base.no_transform_optimization),
+                   st.tuples(st.sampled_from([None, False, None, True]), st.booleans()))
+    one_rank = part("one_rank", base and base.one_rank, st.booleans())
+    artifacts = base is not None and draw(st.integers(0, 2)) == 2
+    return ProcessState(world, groups_first, mesh_first, flattened, *planner, one_rank, artifacts)
+
+
+@st.composite
+def processes_examples(draw: Any, max_programs: int = 4, max_loads: int = 2) -> ProcessesExample:
+    """1 to ``max_programs`` DTensor programs on a mesh of 1 to 3 dims (4 or
+    8 ranks, with or without dim names) for a ``DTensor.from_local`` input
+    with Shard, Replicate and Partial (sum, avg, max, min) placements;
+    compiled in a process in a drawn state, loaded by 1 to ``max_loads``
+    processes in A's state with parts perturbed (see ``ProcessState``)."""
+    # Two times in three a mesh of named dims of 2 ranks or more: flattening them means something.
+    size = draw(st.sampled_from(PROCESS_MESH_SIZES))
+    named = meshes(size, names=True).filter(lambda m: len(m.shape) > 1 and 1 not in m.shape)
+    mesh = draw(st.one_of(meshes(size), named, named))
+    reduce_op = draw(st.sampled_from(PROCESS_REDUCE_OPS))  # DTensor refuses mixed Partial ops
+    ps = draw(placements(len(mesh.shape), len(PROCESS_LOCAL_SHAPE), strided=False, reduce_ops=(reduce_op,)))
+    tensor = DTensorSpec(mesh, ps, PROCESS_LOCAL_SHAPE)
+    program = _programs.dtensor_programs(tensor, max_ops=3, ops=PROCESS_DTENSOR_OPS, returns=PROCESS_RETURNS)
+    programs = tuple(draw(st.lists(program, min_size=1, max_size=max_programs)))
+    compile_state = draw(_process_state(mesh))
+    loads = tuple(draw(st.lists(_process_state(mesh, compile_state), min_size=1, max_size=max_loads)))
+    return ProcessesExample(tensor, programs, compile_state, loads)
