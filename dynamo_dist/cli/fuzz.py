@@ -9,7 +9,7 @@ wild (anything generated: never an internal Dynamo error), dtensor
 process, loaded from its caches in another in a perturbed state: the
 collectives eager runs there). --examples is per property; the dtensor
 property runs a tenth of it (each example runs on two ranks), processes a
-twenty-fifth (each example spawns two processes that compile with inductor).
+fortieth (each example spawns processes that compile with inductor).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .. import _compat as C
 from .._compat import observe as O
@@ -72,6 +73,13 @@ def one_rank(on: bool) -> Iterator[None]:
         yield
     finally:
         dist_config.compile_on_one_rank = before
+
+
+def data_dependent(e: BaseException | None) -> bool:
+    """Dynamo's data-dependent error: under ``compile_on_one_rank``, a runtime
+    rank used where Python needs an int (a known limitation, accepted)."""
+    return isinstance(e, GuardOnDataDependentSymNode) or (e is not None and "data-dependent" in str(e)
+                                                           and not _is_internal(e))
 
 
 def _is_internal(e: BaseException) -> bool:

@@ -4,7 +4,8 @@ A ``ProcessesExample``'s programs are compiled (inductor, the plugin
 installed, ``fullgraph=True``) in a fresh process A, then loaded by a fresh
 process B per loading state, each sharing A's inductor cache directory (FX
 graph cache and AOTAutograd cache), or loading A's
-``torch.compiler.save_cache_artifacts()`` into an empty cache. Each process
+``torch.compiler.save_cache_artifacts()`` into a cache without A's entries
+(the compiled C++ kernels, keyed by their source, are kept). Each process
 first makes its own state (``ProcessState``: groups made in another order,
 another mesh first, meshes flattened, another world or rank, the
 redistribute planner's switches, ``compile_on_one_rank``), so B may be in a
@@ -51,7 +52,7 @@ from .. import _hooks
 from .._compat import caches as K
 from .._compat import observe as O
 from ..worlds import Collective, make_mesh, recording_world
-from .oracle import _call, one_rank
+from .oracle import _call, data_dependent, one_rank
 from .specs import DTensorSpec, MeshSpec, ProcessesExample, ProcessState, code_of, world_objects
 
 # Seconds a process may take (it imports torch, and compiles with inductor).
@@ -71,6 +72,7 @@ class ProgramRun:
     eager: tuple[Collective, ...]
     eager_error: str | None
     outcomes: dict[str, dict[str, int]]
+    limitation: str | None = None  # the known limitation that stopped the compile (nothing to compare)
 
     def hits(self) -> int:
         return sum(counts.get("hit", 0) for counts in self.outcomes.values())
@@ -84,7 +86,7 @@ class ProgramRun:
             return tuple(Collective(c["kind"], tuple(c["ranks"])) for c in items)
 
         return cls(collectives(data["compiled"]), data["compiled_error"], collectives(data["eager"]),
-                   data["eager_error"], data["outcomes"])
+                   data["eager_error"], data["outcomes"], data["limitation"])
 
 
 # ---------------------------------------------------------------------------
@@ -155,9 +157,11 @@ def _error(e: BaseException | None) -> str | None:
     return None if e is None else f"{type(e).__name__}: {str(e)[:600]}"
 
 
-def run_program(program: Any, tensor: DTensorSpec, mesh: Any, log: Any) -> ProgramRun:
+def run_program(program: Any, tensor: DTensorSpec, mesh: Any, log: Any, on_one_rank: bool) -> ProgramRun:
     """Compile ``program`` (inductor, ``fullgraph=True``) and call it, then
-    call it eagerly; the collectives each ran, from the world's ``log``."""
+    call it eagerly; the collectives each ran, from the world's ``log``.
+    Under ``compile_on_one_rank``, Dynamo's data-dependent error (a runtime
+    rank where Python needs an int) is the known limitation, not a failure."""
     fn = program.function()
     before = K.outcome_counts()
     _, compiled_error = _call(torch.compile(fn, backend="inductor", fullgraph=True),
@@ -166,7 +170,11 @@ def run_program(program: Any, tensor: DTensorSpec, mesh: Any, log: Any) -> Progr
     after = K.outcome_counts()
     outcomes = {cache: {k: n - before[cache][k] for k, n in counts.items()} for cache, counts in after.items()}
     _, eager_error = _call(fn, (program_input(tensor, mesh), mesh), {})
-    return ProgramRun(tuple(compiled), _error(compiled_error), tuple(log.take()), _error(eager_error), outcomes)
+    limitation = None
+    if on_one_rank and data_dependent(compiled_error):
+        limitation, compiled_error = f"compile_on_one_rank, data-dependent: {_error(compiled_error)}", None
+    return ProgramRun(tuple(compiled), _error(compiled_error), tuple(log.take()), _error(eager_error), outcomes,
+                      limitation)
 
 
 def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, compiling: bool) -> list[ProgramRun]:
@@ -178,7 +186,7 @@ def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, c
     if state.artifacts and not compiling and artifacts.exists():
         K.load_artifacts(artifacts.read_bytes())
     with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):
-        runs = [run_program(program, example.tensor, mesh, log) for program in example.programs]
+        runs = [run_program(program, example.tensor, mesh, log, state.one_rank) for program in example.programs]
     if compiling:
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:
@@ -286,6 +294,13 @@ def _sequence(collectives: tuple[Collective, ...]) -> str:
     return "[" + ", ".join(str(c) for c in collectives) + "]" if collectives else "no collective"
 
 
+def _compared(collectives: tuple[Collective, ...]) -> tuple[Collective, ...]:
+    """Collectives as the oracle compares them: a reduction with ``avg`` as one
+    with ``sum`` (DTensor merges sum and avg partials into one sum and scales
+    the result locally: the same collective as an avg over the same ranks)."""
+    return tuple(Collective(c.kind.replace("(avg)", "(sum)"), c.ranks) for c in collectives)
+
+
 def _caches(run: ProgramRun) -> str:
     parts = ", ".join(f"{cache} " + " ".join(f"{k} {n}" for k, n in counts.items() if n)
                       for cache, counts in run.outcomes.items() if any(counts.values()))
@@ -302,16 +317,21 @@ def perturbation(base: ProcessState, state: ProcessState) -> str:
 
 def problems(example: ProcessesExample, who: str, state: ProcessState, runs: list[ProgramRun]) -> list[str]:
     """What is wrong with one process's runs: a compiled program that raised,
-    or ran other collectives than eager (compared by kind and group ranks)."""
+    or ran other collectives than eager (compared by kind and group ranks,
+    ``_compared``).
+    A program the known ``compile_on_one_rank`` limitation stopped compiling
+    has nothing to compare."""
     found = []
     for i, run in enumerate(runs):
         where = f"{who}, program {i}"
+        if run.limitation is not None:
+            continue
         if run.eager_error is not None:
             found.append(f"{where}: eager raised {run.eager_error} in the recording world (not in a fake world)")
         elif run.compiled_error is not None:
             found.append(f"{where}: the compiled program raised {run.compiled_error}; eager runs "
                          f"{_sequence(run.eager)}; {_caches(run)}")
-        elif run.compiled != run.eager:
+        elif _compared(run.compiled) != _compared(run.eager):
             found.append(f"{where}: the compiled program ran {_sequence(run.compiled)} where eager runs "
                          f"{_sequence(run.eager)}; {_caches(run)}")
     if found and state is not example.compile:

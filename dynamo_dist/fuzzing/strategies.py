@@ -513,7 +513,7 @@ def _process_state(draw: Any, mesh: MeshSpec, base: ProcessState | None = None) 
 
 
 @st.composite
-def processes_examples(draw: Any, max_programs: int = 4, max_loads: int = 2) -> ProcessesExample:
+def processes_examples(draw: Any, max_programs: int = 3, max_loads: int = 2) -> ProcessesExample:
     """1 to ``max_programs`` DTensor programs on a mesh of 1 to 3 dims (4 or
     8 ranks, with or without dim names) for a ``DTensor.from_local`` input
     with Shard, Replicate and Partial (sum, avg, max, min) placements;
@@ -526,7 +526,7 @@ def processes_examples(draw: Any, max_programs: int = 4, max_loads: int = 2) -> 
     reduce_op = draw(st.sampled_from(PROCESS_REDUCE_OPS))  # DTensor refuses mixed Partial ops
     ps = draw(placements(len(mesh.shape), len(PROCESS_LOCAL_SHAPE), strided=False, reduce_ops=(reduce_op,)))
     tensor = DTensorSpec(mesh, ps, PROCESS_LOCAL_SHAPE)
-    program = _programs.dtensor_programs(tensor, max_ops=3, ops=PROCESS_DTENSOR_OPS, returns=PROCESS_RETURNS)
+    program = _programs.dtensor_programs(tensor, max_ops=2, ops=PROCESS_DTENSOR_OPS, returns=PROCESS_RETURNS)
     programs = tuple(draw(st.lists(program, min_size=1, max_size=max_programs)))
     compile_state = draw(_process_state(mesh))
     loads = tuple(draw(st.lists(_process_state(mesh, compile_state), min_size=1, max_size=max_loads)))
