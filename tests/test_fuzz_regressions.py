@@ -2,7 +2,7 @@
 shrunk example, checked by the property that found it."""
 
 import pytest
-from torch.distributed.tensor.placement_types import Partial, Replicate
+from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
 from dynamo_dist.fuzzing.properties import check_guards, check_query, check_wild
 from dynamo_dist.fuzzing.specs import (
@@ -188,3 +188,21 @@ GROUP_OF_EQUAL_NEW_MESH = guard(World(1, 0), _DP_TP, _DP_TP, [
 
 def test_identity_with_a_group_of_an_equal_new_mesh_does_not_recompile():
     check_guards(GROUP_OF_EQUAL_NEW_MESH)
+
+
+# `wild` on 2.12 under compile_on_one_rank, a mesh without this rank:
+# ``funcol.all_reduce(x, "sum", (mesh, 0))`` raises IndexError in eager; 2.12's
+# funcol resolves the group through ``_dtensor.mesh_get_process_group``, whose
+# fake run raises the same IndexError, which Dynamo re-raises as a
+# TorchRuntimeError. Not a fault (Dynamo wraps every op's own error met on fake
+# tensors so); the oracle now accepts a TorchRuntimeError caused by eager's
+# exception type, and still rejects any other.
+COLLECTIVE_ON_A_MESH_WITHOUT_THIS_RANK_ONE_RANK = QueryExample(
+    World(2, 0), QueryInputs(MeshArg(MeshSpec((1,), ("dp",), ranks=(1,))), (Shard(0),), GroupArg()),
+    Program("def f(x, mesh, ps, pg):\n    x = x + 1\n    v0 = x + funcol.all_reduce(x, 'sum', (mesh, 0))\n"
+            "    x = x + v0.sum()\n    return x, (v0,)\n", line_touches=((3, frozenset(["mesh"])),)),
+    one_rank=True)
+
+
+def test_collective_on_a_mesh_without_this_rank_under_compile_on_one_rank():
+    check_wild(COLLECTIVE_ON_A_MESH_WITHOUT_THIS_RANK_ONE_RANK)

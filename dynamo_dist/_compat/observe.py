@@ -20,7 +20,7 @@ import torch
 import torch.distributed._functional_collectives as funcol  # noqa: F401  (user programs' functional collectives)
 import torch.distributed as dist
 import torch.fx
-from torch._dynamo.exc import InternalTorchDynamoError, RestartAnalysis, Unsupported  # noqa: F401
+from torch._dynamo.exc import InternalTorchDynamoError, RestartAnalysis, TorchRuntimeError, Unsupported  # noqa: F401
 import torch._dynamo
 from torch._dynamo.utils import counters
 from torch._dynamo.testing import CompileCounterWithBackend

@@ -82,14 +82,19 @@ def data_dependent(e: BaseException | None) -> bool:
                                                            and not _is_internal(e))
 
 
-def _is_internal(e: BaseException) -> bool:
+def _caused_by(e: BaseException | None, kind: type[BaseException]) -> bool:
+    """``e`` or an exception in its cause chain is a ``kind``."""
     seen: set[int] = set()
     while e is not None and id(e) not in seen:
-        if isinstance(e, O.InternalTorchDynamoError):
+        if isinstance(e, kind):
             return True
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     return False
+
+
+def _is_internal(e: BaseException) -> bool:
+    return _caused_by(e, O.InternalTorchDynamoError)
 
 
 def assert_compiles_like_eager(
@@ -111,7 +116,9 @@ def assert_compiles_like_eager(
       equal the eager ones (``same(eager, compiled)`` returns a difference or
       None; default ``difference``);
     - if eager raises, compiled raises the same exception type (with
-      ``fullgraph=True``, Dynamo's "Observed exception" naming it also counts);
+      ``fullgraph=True``, Dynamo's "Observed exception" naming it also counts,
+      and so does Dynamo's ``TorchRuntimeError`` caused by it: an op that
+      raises while Dynamo runs it on fake tensors);
     - never an ``InternalTorchDynamoError``;
     - graph breaks: none with ``fullgraph=True``, else ``breaks`` if given;
       compiled frames: ``frames`` if given;
@@ -144,6 +151,8 @@ def assert_compiles_like_eager(
         if fullgraph and isinstance(compiled_exc, O.Unsupported) and "Observed exception" in str(compiled_exc) \
                 and f"{name}(" in str(compiled_exc):
             return run
+        if isinstance(compiled_exc, O.TorchRuntimeError) and _caused_by(compiled_exc, type(eager_exc)):
+            return run  # an op's own error met while Dynamo ran the graph on fake tensors, re-raised wrapped
         raise AssertionError(
             f"eager raised {name}: {eager_exc}; compiled raised {type(compiled_exc).__name__}: {compiled_exc}"
         ) from compiled_exc
