@@ -17,7 +17,8 @@ from typing import Any, Callable
 import torch._dynamo
 from torch._dynamo.bytecode_transformation import create_call_function
 from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
-from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts, install_guard
+from torch._dynamo.exc import PackageError
+from torch._dynamo.guards import CheckFunctionManager, GuardBuilder, get_verbose_code_parts, install_guard
 from torch._dynamo.source import AttrSource
 from torch._dynamo.symbolic_convert import InstructionTranslator, InstructionTranslatorBase
 from torch._dynamo.types import FrameAction, FrameExecStrategy
@@ -295,8 +296,23 @@ def emit_call_import(codegen: Any, module: str, name: str, args: tuple = (), kwa
 # -- guards -------------------------------------------------------------------
 
 def guard_identity(source: Any) -> None:
-    """C++ ``ID_MATCH``: the object at ``source`` is the same object."""
-    install_guard(source.make_guard(GuardBuilder.ID_MATCH))
+    """The object at ``source`` is the same object: C++ ``ID_MATCH``, or,
+    under ``caching_precompile`` (which drops every ``ID_MATCH`` from the
+    live guards), a Python identity check of the plugin's own that it keeps."""
+    if precompile_caching():
+        install_guard(source.make_guard(DYNAMO_DIST_ID_MATCH))
+    else:
+        install_guard(source.make_guard(GuardBuilder.ID_MATCH))
+
+
+def DYNAMO_DIST_ID_MATCH(builder: Any, guard: Any) -> None:
+    """``guard_identity``'s guard under ``caching_precompile``: ``v is`` the
+    compile-time object (held, so its id cannot be reused)."""
+    value = builder.get(guard)
+    code = f"{guard.name} is the object this frame was compiled for ({type(value).__name__} at {id(value):#x})"
+    builder.get_guard_manager(guard).add_lambda_guard(
+        lambda v, _compiled_for=value: v is _compiled_for, get_verbose_code_parts(code, guard), guard.user_stack
+    )
 
 
 def guard_type(source: Any) -> None:
@@ -362,6 +378,61 @@ def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -
 
     build.__name__ = build.__qualname__ = name
     install_guard(source.make_guard(build))
+
+
+# -- torch's precompile -------------------------------------------------------
+# ``caching_precompile`` and ``aot_compile`` save a frame's guards as their
+# builder functions plus the values they read, and rebuild them on load. The
+# plugin's guards are closures over compile-time facts (a mesh fingerprint, a
+# group object, a DTensor spec) that torch cannot pickle by name: saved, they
+# come back as torch's ``_Missing`` and fail on load. So the frame is declined
+# where torch serializes its guards: a package bypass (logged with the reason;
+# the frame is traced again after a restart, its FX and AOTAutograd entries
+# still hit), or torch's ``PackageError`` under ``strict_precompile``. The
+# bypass is made here rather than by raising ``PackageError`` for torch to
+# turn into one: 2.11-2.14 then fail on the missing guard state.
+GUARD_SERIALIZATION_POINT: tuple[Any, str] = (CheckFunctionManager, "serialize_guards")
+PLUGIN_GUARDS_NOT_SAVED = (
+    "dynamo_dist: this frame's guards on {names} (a DeviceMesh, ProcessGroup, placement or DTensor spec) cannot "
+    "be saved by torch's precompile yet, so the frame is not packaged: with TORCH_CACHING_PRECOMPILE=1 it is "
+    "traced again after a restart (its FX graph and AOTAutograd entries still load from the compile caches)"
+)
+AOT_COMPILE_REFUSED = (
+    "dynamo_dist: aot_compile cannot save this function: its guards on {names} (a DeviceMesh, ProcessGroup, "
+    "placement or DTensor spec) cannot be serialized yet. Compile it with torch.compile instead (a restart "
+    "loads its FX graph and AOTAutograd entries from the compile caches)"
+)
+
+
+def precompile_caching() -> bool:
+    """``torch._dynamo.config.caching_precompile`` (``TORCH_CACHING_PRECOMPILE=1``)."""
+    return bool(getattr(torch._dynamo.config, "caching_precompile", False))
+
+
+def plugin_guard_builder(create_fn: Any) -> bool:
+    """A guard built by a function of this package (or a partial of one)."""
+    fn = getattr(create_fn, "func", create_fn)
+    return (getattr(fn, "__module__", None) or "").split(".")[0] == __name__.split(".")[0]
+
+
+def refuse_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``CheckFunctionManager.serialize_guards`` that declines the package of
+    a frame with a guard of the plugin's."""
+
+    def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> Any:
+        ours = sorted({g.name for g in sorted_guards if plugin_guard_builder(g.create_fn)})
+        if not ours:
+            return original(self, builder, sorted_guards, output_graph)
+        names = ", ".join(ours[:3]) + (f" and {len(ours) - 3} more" if len(ours) > 3 else "")
+        reason = PLUGIN_GUARDS_NOT_SAVED.format(names=names)
+        if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
+            raise PackageError(AOT_COMPILE_REFUSED.format(names=names))
+        if torch._dynamo.config.strict_precompile:
+            raise PackageError(reason)
+        output_graph.bypass_package(reason)
+        return b""  # never stored: the entry is bypassed
+
+    return serialize_guards
 
 
 def default_group_source(tx: Any) -> Any:

@@ -30,6 +30,12 @@ each release come from ``_compat``):
 - ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.DTENSOR_SPEC_GUARD_POINT``): a
   DTensor input's spec guard checks the same facts in time independent of
   the world size (``guards/dtensor.py``).
+- ``CheckFunctionManager.serialize_guards`` (``C.GUARD_SERIALIZATION_POINT``):
+  torch's precompile (``caching_precompile``, ``aot_compile``) cannot save
+  the plugin's guards, so a frame with one is refused with torch's
+  ``PackageError`` (a package bypass, or the error under ``aot_compile``);
+  under ``caching_precompile`` the plugin's identity guards are its own
+  Python checks, which torch keeps live where it drops ``ID_MATCH``.
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
   inputs (``gen_alias_from_base``) and, on 2.12 / 2.13, where a checkpointed
   random op's RNG state is saved (``functionalize_rng_ops``); on 2.12+,
@@ -118,6 +124,8 @@ def _patch(p: Patches) -> None:
     for module in C.IDENTITY_HOOK_POINTS:
         p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
     p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
+    owner, name = C.GUARD_SERIALIZATION_POINT
+    p.set(owner, name, C.refuse_plugin_guards(getattr(owner, name)))
     _aot_patches(p)
     cache_key_patches(p, dtensor)
     compile_once_patches(p)
