@@ -12,7 +12,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from dynamo_dist.testing import make_mesh
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 
 def _save_matmuls(ctx, op, *args, **kwargs):

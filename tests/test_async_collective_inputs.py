@@ -26,6 +26,8 @@ from dynamo_dist.testing import fake_world, make_mesh
 
 import torch._dynamo.source as _source
 
+pytestmark = pytest.mark.release
+
 UPSTREAM_FIX = hasattr(_source, "UnwrapCollectiveTensorSource")  # 2.14+
 # 2.11 / 2.12: neither upstream's fix nor the backport (built for 2.13's guard builder).
 shares = pytest.mark.xfail(

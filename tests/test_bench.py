@@ -32,6 +32,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text()), proc, doc.read_text()
 
 
+@pytest.mark.slow
 def test_meta_and_progress(quick):
     result, proc, _ = quick
     meta = result["meta"]
@@ -43,6 +44,7 @@ def test_meta_and_progress(quick):
         assert heading in proc.stdout
 
 
+@pytest.mark.slow
 def test_compile_time(quick):
     rows = quick[0]["compile_time"]
     assert {r["kind"] for r in rows} == {"queries", "model"}
@@ -51,6 +53,7 @@ def test_compile_time(quick):
         assert len(r["samples"]["stock"]) == len(r["samples"]["plugin"]) == r["repeats"]
 
 
+@pytest.mark.slow
 def test_guard_cost(quick):
     rows = quick[0]["guard_cost"]
     assert any("DTensor" in r["name"] for r in rows)
@@ -62,6 +65,7 @@ def test_guard_cost(quick):
         assert "DeviceMesh" not in r["graph_inputs"]["plugin"]  # rule 1: the mesh is no graph input
 
 
+@pytest.mark.slow
 def test_recompiles(quick):
     for r in quick[0]["recompiles"]:
         plugin = r["plugin"]
@@ -71,6 +75,7 @@ def test_recompiles(quick):
         assert stock["correct"] + stock["wrong"] + stock["errors"] == r["calls"]
 
 
+@pytest.mark.slow
 def test_step_time(quick):
     rows = quick[0]["step_time"]
     ran = [r for r in rows if "skipped" not in r]
@@ -85,6 +90,7 @@ def test_step_time(quick):
             assert "skipped" in r or "ms" in r
 
 
+@pytest.mark.slow
 def test_warm_start(quick):
     """Fresh processes really used the caches: the cold runs (empty cache
     dir) miss everything, the plugin's warm runs hit everything: both FX
@@ -108,6 +114,7 @@ def test_warm_start(quick):
         assert _positive(r["warm"]["ratio"])
 
 
+@pytest.mark.slow
 def test_doc_is_stamped(quick):
     _, _, doc = quick
     assert "<!-- bench-warm:begin -->" in doc  # warm start: a block (and stamp) of its own
@@ -115,6 +122,7 @@ def test_doc_is_stamped(quick):
     assert f"torch {RUNNING}" in doc
 
 
+@pytest.mark.slow
 def test_scale_rows_hold_what_the_sweep_reports():
     """The scale section's rows on a small world (``--only scale`` runs the
     sweep to 65,536 ranks): a trace that meets a known mesh computes no

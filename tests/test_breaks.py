@@ -12,7 +12,7 @@ from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh
 from dynamo_dist.variables.breaks import Break, BreakDeclarationError, BreakSpec, check_break, graph_break
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 
 def submesh_private_attribute(x, mesh):

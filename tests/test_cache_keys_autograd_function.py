@@ -21,6 +21,8 @@ from torch.fx import GraphModule
 from cache_key_programs import CallsUserCode, Scale, run_fresh
 from dynamo_dist.caching import autograd_functions
 
+pytestmark = pytest.mark.slow
+
 
 RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 

@@ -31,6 +31,8 @@ from cache_key_programs import MUST_SAVE, RECOMPUTE, ACConfig, Budget, run_fresh
 from dynamo_dist.caching.checkpoint_policies import described, policy_cache_hash
 from dynamo_dist.caching.describe import Undescribable, describe
 
+pytestmark = pytest.mark.slow
+
 try:
     import torchtitan  # noqa: F401  (an optional client)
     TORCHTITAN = True

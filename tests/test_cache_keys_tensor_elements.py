@@ -12,6 +12,8 @@ import pytest
 
 from cache_key_programs import run_fresh
 
+pytestmark = pytest.mark.slow
+
 PROGRAM = {"program": "split_by_counts"}
 OTHER_SIZES = {**PROGRAM, "counts": [[2, 2], [0, 2]]}  # other splits of the same 6 rows
 

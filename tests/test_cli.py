@@ -1,8 +1,10 @@
+import pytest
 import os
 import subprocess
 import sys
 
 
+@pytest.mark.slow
 def test_example_command_runs_and_reports():
     out = subprocess.run([sys.executable, "-m", "dynamo_dist"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -93,6 +93,7 @@ def test_without_torch_a_command_says_what_to_install():
     assert proc.stderr.strip() == line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package, name", [("dynamo_dist", "example"), ("dynamo_dist", "demo"),
                                            ("dynamo_dist", "fuzz"), ("devtools", "coverage"), ("devtools", "bench")])
 def test_an_unsupported_torch_is_one_line(package, name):
@@ -121,6 +122,7 @@ def test_a_bad_argument_is_one_line_before_any_work(package, argv, expected):
     _one_line_error(_run(argv, package), expected)
 
 
+@pytest.mark.slow
 def test_bench_checks_its_summary_blocks_before_running(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("<!-- bench-summary:begin -->\n<!-- bench-summary:end -->\n")

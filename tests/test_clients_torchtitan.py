@@ -37,6 +37,7 @@ pytestmark = [
     pytest.mark.skipif(bool(missing("torchtitan")), reason="torchtitan is not installed "
                        "(pip install 'dynamo-dist[clients]')"),
     pytest.mark.skipif(TORCH < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
+    pytest.mark.slow,
 ]
 
 STEPS = 3

@@ -17,8 +17,11 @@ from devtools.clients import HFCase, missing, run_driver
 from devtools.clients.runs import RunResult, problems
 from dynamo_dist.testing import run_in_gloo_world
 
-pytestmark = pytest.mark.skipif(bool(missing("transformers")), reason="transformers / accelerate are not "
-                                f"installed ({', '.join(missing('transformers'))}; pip install 'dynamo-dist[clients]')")
+pytestmark = [
+    pytest.mark.skipif(bool(missing("transformers")), reason="transformers / accelerate are not "
+                       f"installed ({', '.join(missing('transformers'))}; pip install 'dynamo-dist[clients]')"),
+    pytest.mark.slow,
+]
 
 STEPS = 3
 LOSS_TOL = GRAD_TOL = 1e-5

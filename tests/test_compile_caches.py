@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+
 ROOT = Path(__file__).resolve().parent.parent
 FORWARD_AND_BACKWARD = 2  # FX graphs per compiled frame (one AOTAutograd entry)
 
@@ -67,15 +68,21 @@ def warm_tp_mlp(tmp_path_factory) -> tuple[Path, dict]:
     return cache, run_fresh(cache, program="tp_mlp", rank=3)
 
 
+@pytest.mark.slow
+@pytest.mark.release
 def test_cold_run_misses_and_stores(warm_tp_mlp):
     assert_all_miss(warm_tp_mlp[1])
 
 
+@pytest.mark.slow
+@pytest.mark.release
 def test_second_process_hits_every_graph(warm_tp_mlp):
     cache, _ = warm_tp_mlp
     assert_all_hit(run_fresh(cache, program="tp_mlp", rank=3))
 
 
+@pytest.mark.slow
+@pytest.mark.release
 def test_mesh_over_other_groups_misses(warm_tp_mlp):
     """The same layout over other process groups (other group names in its
     collectives): a new compile, never the stored graph."""
@@ -83,6 +90,7 @@ def test_mesh_over_other_groups_misses(warm_tp_mlp):
     assert_other_groups_miss(run_fresh(cache, program="tp_mlp", rank=3, extra_groups=1))
 
 
+@pytest.mark.slow
 def test_other_coordinate_misses_and_stays_right(tmp_path):
     """A graph that keeps this rank's rows: rank 2's process must not reuse
     rank 3's entry (it would return rank 3's rows); rank 3 again hits."""
@@ -94,6 +102,7 @@ def test_other_coordinate_misses_and_stays_right(tmp_path):
     assert_all_hit(run_fresh(tmp_path, program="reshard", rank=3))
 
 
+@pytest.mark.slow
 def test_other_input_placement_misses_and_stays_right(tmp_path):
     """The same code on a DTensor input with the same local tensor but another
     placement (Replicate: this rank's rows are 2 of the 8; Shard(0): all 8 are

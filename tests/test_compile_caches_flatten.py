@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 from test_compile_caches import assert_all_hit, assert_all_miss, run_fresh
 
+pytestmark = pytest.mark.slow
+
 
 def cube(cache, **options) -> dict:
     return run_fresh(cache, world="cube", program="planned", **options)

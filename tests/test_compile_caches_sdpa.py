@@ -45,6 +45,7 @@ def inputs():
     return [torch.randn(1, 2, 8, 4, requires_grad=True) for _ in range(3)]
 
 
+@pytest.mark.slow
 def test_sdpa_kernel_region_caches_keyed_by_its_backends(tmp_path, monkeypatch, inputs):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     dynamo_dist.install()

@@ -14,6 +14,9 @@ from dynamo_dist.testing import run_in_gloo_world
 
 import cache_programs
 from test_compile_caches import assert_all_hit, assert_all_miss, assert_other_groups_miss, run_fresh
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def test_stock_bypasses_or_misses(tmp_path):

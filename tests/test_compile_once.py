@@ -19,6 +19,8 @@ import pytest
 
 from compile_once_programs import KILLED, rank_run, spawn_world
 
+pytestmark = pytest.mark.slow
+
 FX_PER_FRAME = 2  # the forward and backward FX graphs of one Dynamo graph
 
 
@@ -32,6 +34,7 @@ def _compiled(run: dict) -> bool:
     return _cache(run, "aot_autograd")[1] == 1
 
 
+@pytest.mark.release
 def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
     """...and ``explain`` says on each rank where its graph came from."""
     runs = spawn_world(rank_run, 2, str(tmp_path), explain=True)

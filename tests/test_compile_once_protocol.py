@@ -17,6 +17,8 @@ import dynamo_dist
 from dynamo_dist.caching import bundles, job_store
 from dynamo_dist.caching.job_store import Decision, JobStore, StoreError
 
+pytestmark = pytest.mark.release
+
 
 def _ranks(store, n=2, wait_s=30.0, stale_s=5.0):
     return [JobStore(store, "ns", r, wait_s, stale_s) for r in range(n)]

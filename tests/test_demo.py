@@ -11,6 +11,9 @@ from dynamo_dist.cli import main
 from dynamo_dist.cli.demo import DemoOptions, RankSummary, render_report
 from dynamo_dist.demo.models import SIZES
 from dynamo_dist.demo.training import TrainRun
+import pytest
+
+pytestmark = pytest.mark.slow
 
 SMALL = ["--size", "tiny", "--steps", "3"]
 

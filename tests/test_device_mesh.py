@@ -7,7 +7,7 @@ from dynamo_dist.testing import make_mesh
 from helpers import check_like_eager
 from conftest import mesh_shapes
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 
 def all_queries(x, mesh):

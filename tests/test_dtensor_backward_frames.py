@@ -21,6 +21,9 @@ from dynamo_dist.testing import fake_world, make_mesh, run_in_gloo_world
 
 from helpers import compile_counting_frames
 from rank_programs import backward_inside_compiled_mlp
+import pytest
+
+pytestmark = pytest.mark.release
 
 RUNTIME_FRAMES = {"__tensor_unflatten__", "__tensor_flatten__", "device_mesh"}
 
@@ -65,6 +68,7 @@ def test_backward_inside_compiles_only_the_users_frames(plugin):
         torch.testing.assert_close(grad, eager[1])
 
 
+@pytest.mark.slow
 def test_tp_mlp_backward_inside_on_a_gloo_world():
     for rank, (frames, reasons, worst) in enumerate(run_in_gloo_world(backward_inside_compiled_mlp, 2)):
         assert _user_frames_only(frames), (rank, frames)

@@ -11,6 +11,8 @@ import dynamo_dist
 from helpers import assert_close_in_fake_world
 from dynamo_dist.testing import compile_and_run, make_mesh
 
+pytestmark = pytest.mark.release
+
 
 def from_local_redistribute(x, mesh):
     d = DTensor.from_local(x, mesh["tp"], [Shard(0)], run_check=False)

@@ -12,6 +12,8 @@ import pytest
 from dynamo_dist.testing import run_in_gloo_world
 from devtools.numerics import Check, CheckResult, checks_for_world, run_checks
 
+pytestmark = pytest.mark.slow
+
 WORLDS = (2, 4)
 CHECKS = [(n, check) for n in WORLDS for check in checks_for_world(n)]
 

@@ -16,6 +16,8 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, fake_world, make_mesh
 
+pytestmark = pytest.mark.release
+
 Pair = collections.namedtuple("Pair", "first")
 
 

@@ -19,8 +19,11 @@ import dynamo_dist
 from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh, run_in_gloo_world
 
-pytestmark = pytest.mark.skipif(not C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG,
-                                reason="this torch's eager DTensor refuses to view a sharded dim as merged")
+pytestmark = [
+    pytest.mark.skipif(not C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG,
+                       reason="this torch's eager DTensor refuses to view a sharded dim as merged"),
+    pytest.mark.release,
+]
 
 
 def _same(want, got) -> str | None:
@@ -66,6 +69,7 @@ def _views_on_rank() -> dict[str, str | None]:
     return found
 
 
+@pytest.mark.slow
 def test_sharded_views_cross_the_compiled_boundary_like_eager():
     for rank, found in enumerate(run_in_gloo_world(_views_on_rank, 2)):
         assert found == dict.fromkeys(found), f"rank {rank}: {found}"

@@ -14,6 +14,8 @@ from helpers import assert_close_in_fake_world, distribute_defined, strided_shar
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, fake_world, make_mesh
 from dynamo_dist.testing import CaptureBackend
 
+pytestmark = pytest.mark.release
+
 
 @pytest.fixture
 def mesh2d(plugin):

@@ -17,6 +17,8 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 import dynamo_dist
 from dynamo_dist.testing import make_mesh
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Forward and backward: one AOTAutograd lookup and two FX-graph lookups.

@@ -14,6 +14,9 @@ import torch
 
 import dynamo_dist
 from dynamo_dist.cli import main
+import pytest
+
+pytestmark = pytest.mark.slow
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "explain_demo.py"

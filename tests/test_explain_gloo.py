@@ -2,6 +2,7 @@
 every check): collectives with their real groups, ranks and bytes, a
 recompile for another group, and the differences between ranks' graphs."""
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -49,6 +50,7 @@ def explain_on_each_rank():
     }
 
 
+@pytest.mark.slow
 def test_explain_in_a_gloo_world():
     results = run_in_gloo_world(explain_on_each_rank, 2)
     for rank, res in enumerate(results):

@@ -21,6 +21,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("redis-server") is None,
                        reason="redis-server is not installed (apt-get install -y redis-server)"),
     pytest.mark.skipif(find_spec("redis") is None, reason="the redis client is not installed (pip install redis)"),
+    pytest.mark.slow,
 ]
 
 

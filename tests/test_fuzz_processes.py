@@ -22,6 +22,8 @@ from dynamo_dist.fuzzing.reproducer import reproducer_source
 from dynamo_dist.fuzzing.specs import DTensorSpec, MeshSpec, ProcessesExample, ProcessState, Program, World
 from dynamo_dist.worlds import Collective, make_mesh, recording_world
 
+pytestmark = pytest.mark.slow
+
 # -- the recording world ----------------------------------------------------------
 
 

@@ -27,6 +27,8 @@ from dynamo_dist.fuzzing.properties import (
 )
 from dynamo_dist.fuzzing.specs import GroupArg, GuardExample, MeshArg, MeshSpec, Program, QueryInputs, World
 
+pytestmark = pytest.mark.slow
+
 
 def ci(prop: str):
     return settings(settings.get_profile(S.CI_PROFILE), max_examples=PROPERTIES[prop].ci_examples)

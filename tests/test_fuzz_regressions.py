@@ -17,6 +17,8 @@ from dynamo_dist.fuzzing.specs import (
     World,
 )
 
+pytestmark = pytest.mark.release
+
 
 def query(world, mesh, placements, group, body):
     source = "def f(x, mesh, ps, pg):\n    x = x + 1\n" + "".join(f"    {line}\n" for line in body)

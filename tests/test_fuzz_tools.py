@@ -2,6 +2,7 @@
 source, the runner shrinks and writes a reproducer script that fails on its
 own (checked with a deliberately broken oracle), and the CLI command."""
 
+import pytest
 import os
 import subprocess
 import sys
@@ -77,6 +78,7 @@ def check(example):
 '''
 
 
+@pytest.mark.slow
 def test_reproducer_fails_on_its_own_for_a_broken_oracle(tmp_path, monkeypatch):
     (tmp_path / "broken_oracle.py").write_text(BROKEN_ORACLE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -111,6 +113,7 @@ def test_reproducer_fails_on_its_own_for_a_broken_oracle(tmp_path, monkeypatch):
     assert "passed" in ran.stdout
 
 
+@pytest.mark.slow
 def test_fuzz_cli_runs_a_short_profile(tmp_path):
     ran = subprocess.run(
         [sys.executable, "-m", "dynamo_dist", "fuzz", "--examples", "5", "--seed", "1", "--property", "query",

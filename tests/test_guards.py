@@ -22,7 +22,7 @@ from dynamo_dist.guards import MeshFingerprint, known_fingerprint, mesh_fingerpr
 from dynamo_dist.guards.mesh import _compact
 from dynamo_dist.testing import make_mesh
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 
 def compiled(fn):

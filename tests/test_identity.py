@@ -14,6 +14,8 @@ from torch.distributed.tensor.placement_types import Partial, Placement, Replica
 from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import make_mesh
 
+pytestmark = pytest.mark.release
+
 
 class UserShard(Shard):
     """A user's placement class (inherits Shard's fields and ``__eq__``)."""

@@ -9,6 +9,8 @@ import dynamo_dist
 from dynamo_dist import _compat
 from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
 
+pytestmark = pytest.mark.release
+
 
 def _snapshot():
     from torch._dynamo.variables.tensor import TensorVariable

@@ -6,6 +6,8 @@ from devtools.coverage.cases import CASES
 from dynamo_dist.variables.base import DistObjectVariable
 from dynamo_dist.variables.members import ALL_TABLES, Kind, Member, MemberTable, MemberTableError
 
+pytestmark = pytest.mark.release
+
 
 def test_every_break_row_has_a_concrete_hint():
     for type_name, table in ALL_TABLES.items():

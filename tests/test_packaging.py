@@ -3,6 +3,7 @@ them, and a clear message where an optional dependency is missing."""
 
 from __future__ import annotations
 
+import pytest
 import runpy
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def test_fuzz_without_hypothesis_says_which_extra_to_install():
     assert "pip install 'dynamo-dist[fuzz]'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_import_prints_nothing():
     """``import dynamo_dist`` is silent on every supported release (2.14+
     warned on each import that ``is_opaque_type`` is deprecated). The package

@@ -13,7 +13,7 @@ from torch.distributed.tensor.placement_types import (
 
 from helpers import check_like_eager
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 REDUCE_OPS = ["sum", "avg", "max", "min", "product"]
 

@@ -23,6 +23,7 @@ from dynamo_dist.testing import fake_world, make_mesh
 from test_compile_caches import FORWARD_AND_BACKWARD, run_fresh
 
 
+
 @pytest.fixture
 def precompile_caching(tmp_path, monkeypatch):
     """``caching_precompile`` on, its entries in a fresh cache dir."""
@@ -33,6 +34,7 @@ def precompile_caching(tmp_path, monkeypatch):
     torch._dynamo.reset()
 
 
+@pytest.mark.release
 def test_a_group_guard_stays_live_under_caching_precompile(precompile_caching):
     """torch drops ID_MATCH from the live guards under the flag (stock's
     answer is stale: 8 twice); the plugin's group guard is its own check."""
@@ -49,6 +51,7 @@ def test_a_group_guard_stays_live_under_caching_precompile(precompile_caching):
         assert compiled(x, dist.group.WORLD).tolist() == [8.0, 8.0]
 
 
+@pytest.mark.release
 def test_the_default_group_guard_stays_live_under_caching_precompile(precompile_caching):
     """``dist.get_world_size()`` without a group is guarded on WORLD's
     identity: a world made again recompiles."""
@@ -63,6 +66,7 @@ def test_the_default_group_guard_stays_live_under_caching_precompile(precompile_
         assert compiled(torch.ones(1)).item() == 4.0
 
 
+@pytest.mark.release
 def test_a_mesh_guard_stays_live_under_caching_precompile(precompile_caching):
     with fake_world(8, rank=0):
         mesh = make_mesh((2, 4), ("dp", "tp"))
@@ -76,6 +80,8 @@ def test_a_mesh_guard_stays_live_under_caching_precompile(precompile_caching):
         assert compiled(x, mesh["tp"]).item() == 4.0
 
 
+@pytest.mark.slow
+@pytest.mark.release
 def test_aot_compile_refuses_a_function_with_plugin_guards(precompile_caching):
     with fake_world(4, rank=0):
         mesh = make_mesh((4,), ("tp",))
@@ -83,13 +89,14 @@ def test_aot_compile_refuses_a_function_with_plugin_guards(precompile_caching):
         model, x = build_model("mlp", config, mesh=mesh), make_input(config)
         # 2.11 / 2.12 offer aot_compile behind a config switch.
         switch = {"enable_aot_compile": True} if hasattr(torch._dynamo.config, "enable_aot_compile") else {}
-        with torch._dynamo.config.patch(**switch), pytest.raises(PackageError, match=r"dynamo_dist: aot_compile cannot save this function: its guards "
-                                               r"on .*DeviceMesh, ProcessGroup, placement or DTensor spec.*"
-                                               r"torch\.compile instead"):
+        refused = (r"dynamo_dist: aot_compile cannot save this function: its guards on .*"
+                   r"DeviceMesh, ProcessGroup, placement or DTensor spec.*torch\.compile instead")
+        with torch._dynamo.config.patch(**switch), pytest.raises(PackageError, match=refused):
             torch.compile(lambda t: model(t), fullgraph=True).aot_compile(((x,), {}))
         assert model(x).shape == x.shape  # the model still runs eagerly (a fake world: no values to compare)
 
 
+@pytest.mark.release
 def test_frames_without_plugin_guards_are_still_packaged(precompile_caching, monkeypatch):
     """Only frames with a plugin guard are declined."""
     from torch._dynamo.package import DynamoCache

@@ -11,7 +11,7 @@ from dynamo_dist import _compat as C
 from dynamo_dist.testing import compile_and_run, make_mesh
 from helpers import check_like_eager
 
-pytestmark = pytest.mark.usefixtures("plugin")
+pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
 
 def group_queries(x, pg):

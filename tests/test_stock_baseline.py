@@ -28,6 +28,7 @@ def outcomes():
     return run_all(plugin=True), run_all(plugin=False)
 
 
+@pytest.mark.slow
 def test_every_case_meets_its_expectation_with_the_plugin(outcomes):
     plugin, _ = outcomes
     assert [o.case for o in plugin] == [c.name for c in CASES]

@@ -116,6 +116,7 @@ def test_good_arguments_draw_what_the_docstrings_say():
     S.guard_examples()
 
 
+@pytest.mark.slow
 def test_importing_the_strategies_registers_nothing():
     code = ("from hypothesis import settings\n"
             "import dynamo_dist.testing.strategies as S\n"

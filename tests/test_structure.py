@@ -20,6 +20,8 @@ import pytest
 
 from devtools import module_graph
 
+pytestmark = pytest.mark.release
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynamo_dist"
 PACKAGE = "dynamo_dist"
 BOUNDARY = "_compat"

@@ -101,6 +101,12 @@ def live_mesh_count() -> int:
     return len(_LIVE_MESHES)
 
 
+def remembers(mesh: Any) -> bool:
+    """``mesh`` is the mesh remembered for its identity (an equal mesh made
+    later, after a world was made again and group names repeat, replaces it)."""
+    return _LIVE_MESHES.get(mesh_identity(mesh, flattened=False)) is mesh
+
+
 def mesh_cache_hash(mesh: Any) -> str:
     """Replaces ``DeviceMesh._stable_hash`` while installed (see the module doc)."""
     return digest(keyed_mesh_identity(mesh))
