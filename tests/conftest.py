@@ -1,10 +1,22 @@
-import pytest
-import torch
-import torch._dynamo
+import os
 
-import dynamo_dist
-from dynamo_dist.testing import fake_world
-from dynamo_dist.testing.strategies import register_profiles
+# Inductor's C++ backend probes each vector ISA the CPU lists by compiling and
+# loading a test program, once per TORCHINDUCTOR_CACHE_DIR: about 13 s of
+# compiler time in every fresh cache dir, and the cache tests spawn dozens of
+# processes on fresh dirs (every rank of a compile-once world, every cold
+# run). Trusting the CPU's own list builds the same kernels and asks the
+# caches the same questions; set here, before torch is imported, so this
+# process and every process it spawns use the same inductor config (part of
+# the FX-graph cache key).
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+
+import dynamo_dist  # noqa: E402
+from dynamo_dist.testing import fake_world  # noqa: E402
+from dynamo_dist.testing.strategies import register_profiles  # noqa: E402
 
 
 def pytest_configure(config):

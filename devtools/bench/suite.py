@@ -34,8 +34,10 @@ MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles":
 @dataclass(frozen=True)
 class Config:
     """How much of everything to run. ``FULL`` for the figures, ``QUICK`` as a
-    smoke test (tiny sizes, few repetitions, 2-rank world, inductor only
-    where the section is about it: warm start)."""
+    smoke test of every section's code path (tiny sizes, one sample per
+    figure where one suffices, one backend per model, 2-rank world, inductor
+    only where the section is about it: warm start). Its numbers say nothing
+    about performance; they only have to be there and be sane."""
 
     quick: bool
     compile_size: str  # model size (_models.model_config) for the compile-time benchmark
@@ -92,9 +94,9 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
               once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000,
               once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1)
-QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=2,
-               model_compile_repeats=2, backends=("eager", "aot_eager"), guard_calls=2_000, guard_repeats=3,
-               worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=3, step_steps=5,
+QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
+               model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
+               worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=2, step_steps=3,
                step_timeout=300, warm_size="tiny", warm_models=("mlp",), warm_worlds=("fake",), warm_control=False,
                warm_cold_repeats=1, warm_repeats=1, warm_timeout=300,
                warm_clients=warm_clients.QUICK_ROWS, warm_clients_repeats=1,
