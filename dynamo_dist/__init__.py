@@ -16,8 +16,7 @@ if TYPE_CHECKING:
     from .diagnostics.explain import explain
 
 from . import config  # the switches (light: no torch)
-
-__version__ = "0.1.0"
+from ._version import __version__
 __all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "config", "__version__"]
 
 

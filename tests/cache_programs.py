@@ -19,6 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
+from torch._dynamo.utils import counters
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
 import dynamo_dist
@@ -148,7 +149,8 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
     return {"outcomes": caches.outcome_counts(), "compile_once": compile_once.stats(),
             "same_as_eager": bool(same) if defined else None,
             "out": compiled[0].tolist() if defined else None, "max_difference": worst,
-            "first_step_s": round(seconds, 2), "rank": dist.get_rank()}
+            "first_step_s": round(seconds, 2), "rank": dist.get_rank(),
+            "traced": counters["stats"]["unique_graphs"]}
 
 
 def fake_world_run(program: str, rank: int = 3, extra_groups: int = 0, **options) -> dict:

@@ -1,26 +1,34 @@
 """torch's precompile with the plugin installed: ``caching_precompile``
 (``TORCH_CACHING_PRECOMPILE=1``) and ``aot_compile``.
 
-torch saves a packaged frame's guards by their builder functions and rebuilds
-them on load; it cannot save the plugin's (closures over compile-time facts),
-and under ``caching_precompile`` it drops every ``ID_MATCH`` from the live
-guards. So a frame with a plugin guard is declined (a package bypass, never
-a saved entry that fails to load), the plugin's identity guards stay live,
-and ``aot_compile`` refuses with the reason.
+Under ``caching_precompile`` torch drops every ``ID_MATCH`` from the live
+guards: the plugin's identity guards are its own checks, which stay. Where
+torch saves a frame's guards, each plugin guard is saved as a picklable
+description of what it checks (a group's name, ranks and backend; a mesh's
+fingerprint; a spec's placements) and rebuilt against the loading process's
+own objects: a restart loads the frame instead of tracing it, and a process
+whose groups, mesh, world or plugin version differ traces it again. A guard
+with no saved form declines the frame's package.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
-from torch._dynamo.exc import PackageError
 
 import dynamo_dist
-from dynamo_dist.demo.models import SIZES, build_model, make_input
-from dynamo_dist.testing import fake_world, make_mesh
+from dynamo_dist.testing import fake_world, make_mesh, run_in_gloo_world
 
-from test_compile_caches import FORWARD_AND_BACKWARD, run_fresh
+import precompile_programs
+from test_compile_caches import ROOT, run_fresh
 
 
 
@@ -80,20 +88,25 @@ def test_a_mesh_guard_stays_live_under_caching_precompile(precompile_caching):
         assert compiled(x, mesh["tp"]).item() == 4.0
 
 
-@pytest.mark.slow
 @pytest.mark.release
-def test_aot_compile_refuses_a_function_with_plugin_guards(precompile_caching):
-    with fake_world(4, rank=0):
-        mesh = make_mesh((4,), ("tp",))
-        config = SIZES["tiny"]
-        model, x = build_model("mlp", config, mesh=mesh), make_input(config)
-        # 2.11 / 2.12 offer aot_compile behind a config switch.
-        switch = {"enable_aot_compile": True} if hasattr(torch._dynamo.config, "enable_aot_compile") else {}
-        refused = (r"dynamo_dist: aot_compile cannot save this function: its guards on .*"
-                   r"DeviceMesh, ProcessGroup, placement or DTensor spec.*torch\.compile instead")
-        with torch._dynamo.config.patch(**switch), pytest.raises(PackageError, match=refused):
-            torch.compile(lambda t: model(t), fullgraph=True).aot_compile(((x,), {}))
-        assert model(x).shape == x.shape  # the model still runs eagerly (a fake world: no values to compare)
+def test_a_guard_without_a_saved_form_declines_the_package(precompile_caching, monkeypatch):
+    """A group c10d does not know (no name to find it by in another process)
+    has no saved form: the frame is not packaged, with the reason (torch's
+    ``PackageError`` under ``strict_precompile``), and runs right."""
+    from dynamo_dist._compat import dynamo as dynamo_compat
+
+    monkeypatch.setattr(dynamo_compat, "group_identity", lambda group: None)
+    with fake_world(8, rank=0):
+        pair = dist.new_group([0, 1])
+
+        def f(x, group):
+            return x * group.size()
+
+        with torch._dynamo.config.patch(strict_precompile=True), pytest.raises(Exception) as refused:
+            torch.compile(f, backend="eager")(torch.ones(2), pair)
+        assert "dynamo_dist: this frame's guards on L['group']" in str(refused.value)
+        torch._dynamo.reset()
+        assert torch.compile(f, backend="eager")(torch.ones(2), pair).tolist() == [2.0, 2.0]
 
 
 @pytest.mark.release
@@ -112,18 +125,68 @@ def test_frames_without_plugin_guards_are_still_packaged(precompile_caching, mon
     assert any(entry.guarded_codes for package in recorded for entry in package._codes.values())
 
 
+def _precompile_run(cache_dir, **options) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TORCH_CACHING_PRECOMPILE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "precompile_programs.py"), json.dumps(options)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _traced(run: dict) -> set:
+    assert all(kind["same_as_eager"] for kind in run.values()), run
+    return {name for name, kind in run.items() if kind["traced"]}
+
+
 @pytest.mark.slow
-def test_a_restart_with_caching_precompile_loads_the_fx_graphs_and_never_a_broken_package(tmp_path):
-    """A TP MLP compiled with inductor, then a second process, both with the
-    flag: the frame is declined (the log says why), nothing fails on load (a
-    saved plugin guard failed there), and its FX graphs hit. (Its
-    AOTAutograd entry misses under the flag, stock's too: torch then bundles
-    it into Dynamo's package, which a declined frame does not save.)"""
+def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
+    """Each kind of plugin guard in a frame of its own: the second process
+    loads every frame (traces none); a process that differs traces exactly
+    the frames whose guards read what differs, and each gives eager's answer."""
+    saved = tmp_path / "saved"
+    first = _precompile_run(saved)
+    assert _traced(first) == set(first), first
+    assert _traced(_precompile_run(saved)) == set()
+    kinds = set(first)
+    perturbed = {
+        # The pair of ranks (0, 1) is still group "1" and holds the same ranks.
+        "world": ({"world": 4}, {"world", "mesh", "spec"}),
+        # Every group but WORLD has another name.
+        "shift": ({"shift": True}, {"group", "mesh", "spec", "same_object"}),
+        "version": ({"version": "0.0.0+another"}, kinds),
+    }
+    for name, (options, expected) in perturbed.items():
+        cache = tmp_path / name
+        shutil.copytree(saved, cache)
+        assert _traced(_precompile_run(cache, **options)) == expected, name
+
+
+@pytest.mark.slow
+def test_a_restart_with_caching_precompile_traces_nothing(tmp_path):
+    """A TP MLP compiled with inductor under the flag, then a second process:
+    it loads the frame from Dynamo's cache (traces nothing) and runs it."""
     env = {"TORCH_CACHING_PRECOMPILE": "1"}
-    first = run_fresh(tmp_path, env=env, program="tp_mlp", rank=3)
-    assert "dynamo_dist: this frame's guards on" in first["stderr"]
+    first = run_fresh(tmp_path, env=env, program="tp_mlp", rank=3, save_artifacts=str(tmp_path / "artifacts"))
+    assert first["traced"] == 1 and "dynamo_dist: this frame's guards" not in first["stderr"]
     second = run_fresh(tmp_path, env=env, program="tp_mlp", rank=3)
-    assert "dynamo_dist: this frame's guards on" in second["stderr"]
-    fx = second["outcomes"]["fx_graph"]
-    assert (fx["hit"], fx["miss"], fx["bypass"]) == (FORWARD_AND_BACKWARD, 0, 0), second["outcomes"]
+    assert second["traced"] == 0, second["stderr"][-3000:]
     assert second["same_as_eager"] is not False
+    other = run_fresh(tmp_path, env=env, program="tp_mlp", rank=3, extra_groups=1)
+    assert other["traced"] == 1  # the mesh over other groups fails the loaded guards
+
+
+@pytest.mark.slow
+def test_aot_compile_saves_and_loads_on_a_gloo_world(tmp_path, monkeypatch):
+    """aot_compile of a TP MLP on 2 gloo ranks, saved in one world and
+    loaded in the next: the same loss as eager on each rank; a mesh over
+    another group fails the loaded guard (with the plugin's reason), never
+    a wrong answer."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    for run in run_in_gloo_world(precompile_programs.aot_rank_run, 2, str(tmp_path), True):
+        assert run["guard_failed"] is None and run["loss"] == pytest.approx(run["eager"], rel=1e-5), run
+    for run in run_in_gloo_world(precompile_programs.aot_rank_run, 2, str(tmp_path), False):
+        assert run["guard_failed"] is None and run["loss"] == pytest.approx(run["eager"], rel=1e-5), run
+    for run in run_in_gloo_world(functools.partial(precompile_programs.aot_rank_run, other_group=True), 2,
+                                 str(tmp_path), False):
+        assert run["loss"] is None and "dynamo_dist: `L['self']" in run["guard_failed"], run

@@ -18,6 +18,7 @@ from torch.distributed.device_mesh import DeviceMesh  # noqa: F401  (re-exported
 import torch.distributed.tensor._redistribute as _redistribute
 from torch.distributed.device_mesh import init_device_mesh as _init_device_mesh
 import torch._dynamo.variables.distributed as _stock_dist_trackers
+from torch.distributed import distributed_c10d as _c10d
 from torch.distributed.distributed_c10d import _WorldMeta
 from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (re-exported)
 from torch.distributed.tensor.debug import _clear_sharding_prop_cache
@@ -199,6 +200,27 @@ def is_world_holder(value: Any) -> bool:
 # that hands ``WORLD`` on without its source (a group that cannot be reloaded
 # or compared by identity); 2.13+ reads it as any class attribute.
 STOCK_TRACKS_WORLD_HOLDERS: bool = _dynamo_distributed_has("WorldMetaClassVariable")
+
+
+# -- a process group across processes -----------------------------------------
+
+def group_identity(group: Any) -> tuple[str, tuple[int, ...], str] | None:
+    """A registered group as plain data, the same in every process of a job
+    that made the same groups in the same order: its name (what a compiled
+    collective names it by), its global ranks and its backend. None for a
+    group c10d does not know (made outside ``new_group``)."""
+    name = _c10d._world.pg_names.get(group)
+    if name is None:
+        return None
+    return name, tuple(_c10d.get_process_group_ranks(group)), str(_c10d.get_backend(group))
+
+
+def live_group(identity: tuple[str, tuple[int, ...], str]) -> Any:
+    """This process's group with ``identity`` (see ``group_identity``), or None."""
+    for group, name in list(_c10d._world.pg_names.items()):
+        if name == identity[0]:
+            return group if group_identity(group) == identity else None
+    return None
 
 
 # -- DTensor ------------------------------------------------------------------

@@ -8,9 +8,13 @@ change to this module only.
 
 from __future__ import annotations
 
+import dataclasses
 import dis
-
+import functools
+import importlib
 import inspect
+import io
+import pickle
 import typing
 from typing import Any, Callable
 
@@ -19,7 +23,7 @@ from torch._dynamo.bytecode_transformation import create_call_function
 from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
 from torch._dynamo.exc import PackageError
 from torch._dynamo.guards import CheckFunctionManager, GuardBuilder, get_verbose_code_parts, install_guard
-from torch._dynamo.source import AttrSource
+from torch._dynamo.source import AttrSource, GlobalStateSource
 from torch._dynamo.symbolic_convert import InstructionTranslator, InstructionTranslatorBase
 from torch._dynamo.types import FrameAction, FrameExecStrategy
 from torch._dynamo.variables.base import ValueMutationNew, VariableTracker
@@ -31,6 +35,9 @@ from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleV
 from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
 from torch._guards import CompileContext
+
+from .. import _version
+from .distributed import ProcessGroup, group_identity, live_group
 
 try:  # 2.13+: what get_real_python_backed_value answers for "no object"
     from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
@@ -294,20 +301,23 @@ def emit_call_import(codegen: Any, module: str, name: str, args: tuple = (), kwa
 
 
 # -- guards -------------------------------------------------------------------
+# Every plugin guard is built by a function of this section, and each has a
+# saved form: what torch's precompile pickles in its place (see "torch's
+# precompile" below).
 
 def guard_identity(source: Any) -> None:
-    """The object at ``source`` is the same object: C++ ``ID_MATCH``, or,
-    under ``caching_precompile`` (which drops every ``ID_MATCH`` from the
-    live guards), a Python identity check of the plugin's own that it keeps."""
-    if precompile_caching():
-        install_guard(source.make_guard(DYNAMO_DIST_ID_MATCH))
-    else:
-        install_guard(source.make_guard(GuardBuilder.ID_MATCH))
+    """The object at ``source`` is the same object."""
+    install_guard(source.make_guard(DYNAMO_DIST_ID_MATCH))
 
 
 def DYNAMO_DIST_ID_MATCH(builder: Any, guard: Any) -> None:
-    """``guard_identity``'s guard under ``caching_precompile``: ``v is`` the
+    """``guard_identity``'s guard: C++ ``ID_MATCH``, or, where torch's
+    precompile is at work (``caching_precompile`` drops every ``ID_MATCH``
+    from the live guards; a saving build refuses it), a Python ``v is`` the
     compile-time object (held, so its id cannot be reused)."""
+    if not (precompile_caching() or getattr(builder, "save_guards", False)):
+        GuardBuilder.ID_MATCH(builder, guard)
+        return
     value = builder.get(guard)
     code = f"{guard.name} is the object this frame was compiled for ({type(value).__name__} at {id(value):#x})"
     builder.get_guard_manager(guard).add_lambda_guard(
@@ -329,34 +339,43 @@ def guard_same_object(source_a: Any, source_b: Any, same: bool) -> None:
     """The objects at two sources are (``same``) or are not the same object:
     a relation no single-source guard can state (Dynamo's own
     ``DUPLICATE_INPUT`` states only ``is``), checked after the others."""
-
-    def DYNAMO_DIST_SAME_OBJECT(builder: Any, guard: Any) -> None:
-        code = f"{builder.arg_ref(guard)} {'is' if same else 'is not'} {builder.arg_ref(source_b.name)}"
-        builder.add_python_lambda_leaf_guard_to_root([code], get_verbose_code_parts(code, guard))
-
-    install_guard(source_a.make_guard(DYNAMO_DIST_SAME_OBJECT))
+    install_guard(source_a.make_guard(functools.partial(DYNAMO_DIST_SAME_OBJECT, source_b.name, same)))
 
 
-def predicate_guard(make_check: Callable[[Any], Callable[[Any], bool]],
+def DYNAMO_DIST_SAME_OBJECT(other: str, same: bool, builder: Any, guard: Any) -> None:
+    code = f"{builder.arg_ref(guard)} {'is' if same else 'is not'} {builder.arg_ref(other)}"
+    builder.add_python_lambda_leaf_guard_to_root([code], get_verbose_code_parts(code, guard))
+
+
+def predicate_guard(expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
                     describe: Callable[[str, Any], str]) -> Callable[[Any, Any], None]:
-    """A guard-building function (what ``source.make_guard`` takes): at guard
-    build time ``make_check(value_at_compile_time)`` returns the per-call
+    """A guard-building function (what ``source.make_guard`` takes). At
+    guard build time ``expect(value_at_compile_time)`` says what the value
+    must be, as picklable data (it may also hold a process-local shortcut
+    that does not pickle), ``check_from(expected)`` returns the per-call
     check, and ``describe(source_name, value)`` the recompile reason shown
-    when it fails."""
-
-    def DYNAMO_DIST_MATCH(builder: Any, guard: Any) -> None:
-        value = builder.get(guard)
-        builder.get_guard_manager(guard).add_lambda_guard(
-            make_check(value), get_verbose_code_parts(describe(guard.name, value), guard), guard.user_stack
-        )
-
-    return DYNAMO_DIST_MATCH
+    when it fails. ``expect`` and ``check_from`` are module-level functions:
+    torch's precompile saves the guard as them plus the expectation."""
+    return functools.partial(DYNAMO_DIST_MATCH, expect, check_from, describe)
 
 
-def guard_predicate(source: Any, make_check: Callable[[Any], Callable[[Any], bool]], describe: str) -> None:
-    """A Python predicate guard on ``source``: ``make_check(value_at_compile_time)``
-    returns the per-call check; ``describe`` is shown as the recompile reason."""
-    install_guard(source.make_guard(predicate_guard(make_check, lambda name, value: describe)))
+def DYNAMO_DIST_MATCH(expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
+                      describe: Callable[[str, Any], str], builder: Any, guard: Any) -> None:
+    value = builder.get(guard)
+    builder.get_guard_manager(guard).add_lambda_guard(
+        check_from(expect(value)), get_verbose_code_parts(describe(guard.name, value), guard), guard.user_stack
+    )
+
+
+def guard_predicate(source: Any, expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
+                    describe: str) -> None:
+    """A Python predicate guard on ``source`` (see ``predicate_guard``);
+    ``describe`` is shown as the recompile reason."""
+    install_guard(source.make_guard(predicate_guard(expect, check_from, functools.partial(_said, describe))))
+
+
+def _said(text: str, name: str, value: Any) -> str:
+    return text
 
 
 # Stock's guard on a DTensor input's spec (``x._spec``), which ``_hooks``
@@ -367,7 +386,8 @@ DTENSOR_SPEC_GUARD_POINT: tuple[Any, str] = (GuardBuilder, "DTENSOR_SPEC_MATCH")
 def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -> None:
     """A guard that checks nothing: while Dynamo builds guards it calls
     ``hook(source_name, value_at_compile_time)`` (Dynamo sorts and prints
-    guards by ``name``). A source Dynamo cannot evaluate is skipped."""
+    guards by ``name``). A source Dynamo cannot evaluate is skipped. Not
+    saved by torch's precompile (there is nothing to check)."""
 
     def build(builder: Any, guard: Any) -> None:
         try:
@@ -377,30 +397,49 @@ def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -
         hook(guard.name, value)
 
     build.__name__ = build.__qualname__ = name
+    build.checks_nothing = True  # type: ignore[attr-defined]
     install_guard(source.make_guard(build))
 
 
 # -- torch's precompile -------------------------------------------------------
 # ``caching_precompile`` and ``aot_compile`` save a frame's guards as their
-# builder functions plus the values they read, and rebuild them on load. The
-# plugin's guards are closures over compile-time facts (a mesh fingerprint, a
-# group object, a DTensor spec) that torch cannot pickle by name: saved, they
-# come back as torch's ``_Missing`` and fail on load. So the frame is declined
-# where torch serializes its guards: a package bypass (logged with the reason;
-# the frame is traced again after a restart, its FX and AOTAutograd entries
-# still hit), or torch's ``PackageError`` under ``strict_precompile``. The
-# bypass is made here rather than by raising ``PackageError`` for torch to
-# turn into one: 2.11-2.14 then fail on the missing guard state.
+# builder functions (pickled by name) plus the values they read, and rebuild
+# them on load. The plugin's guards read compile-time facts (a group object,
+# a mesh fingerprint, a DTensor spec) that the saved values cannot give back
+# (a process group pickles to nothing). So where torch serializes the guards
+# each plugin guard is replaced by its saved form, ``DYNAMO_DIST_SAVED``
+# partially applied to a picklable description of what it checks and to
+# the plugin's version, which rebuilds the check in the loading process from
+# the description alone:
+#
+#   guard                          saved description              rebuilt as
+#   identity of a process group    (name, global ranks, backend)  ``v is`` this process's group of it
+#   identity of a class/function   (module, qualified name)       ``v is`` the object of that name
+#   predicate (mesh, spec, ...)    ``expect(value)``              ``check_from(description)``
+#   ``a is b`` between sources     the other source's name        the same code
+#   note (checks nothing)          not saved
+#
+# A description this process cannot resolve (no group of that identity, a
+# name that no longer imports), or one saved by another plugin version,
+# rebuilds as a check that always fails: the frame is traced again, never
+# run for the wrong object. A guard with no saved form (identity of any other
+# object) declines the frame's package: a logged package bypass (the frame is
+# traced again after a restart; its FX graph and AOTAutograd entries still
+# hit), ``PackageError`` under ``strict_precompile`` or for ``aot_compile``.
+# The bypass is made here rather than by raising ``PackageError`` for torch
+# to turn into one: 2.11-2.14 then fail on the missing guard state.
 GUARD_SERIALIZATION_POINT: tuple[Any, str] = (CheckFunctionManager, "serialize_guards")
 PLUGIN_GUARDS_NOT_SAVED = (
-    "dynamo_dist: this frame's guards on {names} (a DeviceMesh, ProcessGroup, placement or DTensor spec) cannot "
-    "be saved by torch's precompile yet, so the frame is not packaged: with TORCH_CACHING_PRECOMPILE=1 it is "
-    "traced again after a restart (its FX graph and AOTAutograd entries still load from the compile caches)"
+    "dynamo_dist: this frame's guards on {names} (the identity of an object that is not a registered process "
+    "group, class or function) cannot be saved by torch's precompile, so the frame is not packaged: with "
+    "TORCH_CACHING_PRECOMPILE=1 it is traced again after a restart (its FX graph and AOTAutograd entries still "
+    "load from the compile caches)"
 )
 AOT_COMPILE_REFUSED = (
-    "dynamo_dist: aot_compile cannot save this function: its guards on {names} (a DeviceMesh, ProcessGroup, "
-    "placement or DTensor spec) cannot be serialized yet. Compile it with torch.compile instead (a restart "
-    "loads its FX graph and AOTAutograd entries from the compile caches)"
+    "dynamo_dist: aot_compile cannot save this function: its guards on {names} (the identity of an object that "
+    "is not a registered process group, class or function) cannot be serialized. Pass that object as an "
+    "argument whose type is tracked (a DeviceMesh, ProcessGroup, placement or DTensor), or compile with "
+    "torch.compile instead (a restart loads its FX graph and AOTAutograd entries from the compile caches)"
 )
 
 
@@ -415,14 +454,156 @@ def plugin_guard_builder(create_fn: Any) -> bool:
     return (getattr(fn, "__module__", None) or "").split(".")[0] == __name__.split(".")[0]
 
 
-def refuse_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``CheckFunctionManager.serialize_guards`` that declines the package of
-    a frame with a guard of the plugin's."""
+def _never(value: Any) -> bool:
+    return False
+
+
+def same_group(identity: tuple[str, tuple[int, ...], str]) -> Callable[[Any], bool]:
+    """``v is`` this process's group with ``identity`` (resolved once, now);
+    with none, a check that always fails."""
+    group = live_group(identity)
+    return _never if group is None else (lambda v: v is group)
+
+
+def same_importable(path: tuple[str, str]) -> Callable[[Any], bool]:
+    """``v is`` the object importable as ``module.qualname`` (resolved now)."""
+    obj = _importable(*path)
+    return _never if obj is None else (lambda v: v is obj)
+
+
+def _importable(module: str, qualname: str) -> Any:
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except Exception:
+        return None
+    return obj
+
+
+def _identity_description(value: Any) -> tuple[Callable[[Any], Callable[[Any], bool]], Any, str] | None:
+    """How an object under ``guard_identity`` is found again in another
+    process: (check_from, description, what it is), or None."""
+    if isinstance(value, ProcessGroup):
+        identity = group_identity(value)
+        if identity is not None:
+            return same_group, identity, f"process group {identity[0]!r} (ranks {list(identity[1])}, {identity[2]})"
+        return None
+    if isinstance(value, type) or inspect.isfunction(value):
+        path = (value.__module__, value.__qualname__)
+        if "<locals>" not in path[1] and _importable(*path) is value:
+            return same_importable, path, f"{path[0]}.{path[1]}"
+    return None
+
+
+def DYNAMO_DIST_SAVED(check_from: Callable[[Any], Callable[[Any], bool]], description: Any, text: str,
+                      version: str, builder: Any, guard: Any) -> None:
+    """A plugin guard rebuilt from its saved form (see the table above)."""
+    if version != _version.__version__:
+        check: Callable[[Any], bool] = _never
+        text = f"{text} (saved by dynamo_dist {version}; this process runs {_version.__version__})"
+    else:
+        try:
+            check = check_from(description)
+        except Exception as e:  # a description this process cannot resolve: trace again
+            check, text = _never, f"{text} (cannot be checked here: {type(e).__name__}: {e})"
+    builder.get_guard_manager(guard).add_lambda_guard(check, get_verbose_code_parts(text, guard), guard.user_stack)
+
+
+class _NoTensors(pickle.Pickler):
+    """A pickler that refuses tensors: torch's guard pickler would save one
+    inside a description as a placeholder, not as the tensor."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            raise pickle.PicklingError("a tensor in a guard description")
+        return NotImplemented
+
+
+def _picklable(obj: Any) -> bool:
+    try:
+        _NoTensors(io.BytesIO()).dump(obj)
+    except Exception:
+        return False
+    return True
+
+
+_DROP = object()
+
+
+def saved_guard(builder: Any, guard: Any) -> Any:
+    """The guard torch saves for a plugin guard: the same guard with a
+    picklable builder, ``_DROP`` for one that checks nothing, or None when
+    it has no saved form."""
+    fn = guard.create_fn
+    func = getattr(fn, "func", fn)
+    if getattr(func, "checks_nothing", False):
+        return _DROP
+    if func is DYNAMO_DIST_SAVED or func is DYNAMO_DIST_SAME_OBJECT:
+        return guard if _picklable(fn) else None
+    value = builder.get(guard)
+    if func is DYNAMO_DIST_ID_MATCH:
+        found = _identity_description(value)
+        if found is None:
+            return None
+        check_from, description, what = found
+        text = f"dynamo_dist: `{guard.name}` is {what}"
+    elif func is DYNAMO_DIST_MATCH:
+        expect, check_from, describe = fn.args
+        description, text = expect(value), describe(guard.name, value)
+    else:
+        return None
+    create_fn = functools.partial(DYNAMO_DIST_SAVED, check_from, description, text, _version.__version__)
+    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
+
+
+def DYNAMO_DIST_VERSION(version: str, builder: Any, guard: Any) -> None:
+    """Saved with every frame packaged while the plugin is installed (the
+    plugin shaped its trace even where torch's own guards cover it): on load
+    under another plugin version, a root check that always fails, so the
+    frame is traced again; under the same version, no check at all."""
+    if version != _version.__version__:
+        text = f"dynamo_dist: this frame was saved by dynamo_dist {version}; this process runs {_version.__version__}"
+        builder.guard_manager.root.add_lambda_guard(_never, get_verbose_code_parts(text, guard), None)
+
+
+def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) -> None:
+    """Let torch pickle the groups only plugin guards read as its placeholder:
+    it refuses a ProcessGroup that a guard reads (its own guards could not
+    be rebuilt on one), and the plugin's saved guards do not read it on
+    load. A group a torch guard reads too (on it or below it) stays refused."""
+    others = [g.name for g in sorted_guards if not plugin_guard_builder(g.create_fn)]
+    for name, group in groups.items():
+        if not any(other == name or other.startswith((name + ".", name + "[")) for other in others):
+            builder.guard_tree_values.pop(id(group), None)
+
+
+def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``CheckFunctionManager.serialize_guards`` that saves each plugin
+    guard in its saved form, and declines the package of a frame with a
+    plugin guard that has none."""
 
     def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> Any:
-        ours = sorted({g.name for g in sorted_guards if plugin_guard_builder(g.create_fn)})
-        if not ours:
-            return original(self, builder, sorted_guards, output_graph)
+        kept, unsaved, groups = [], [], {}
+        for guard in sorted_guards:
+            if not plugin_guard_builder(guard.create_fn):
+                kept.append(guard)
+                continue
+            try:
+                saved = saved_guard(builder, guard)
+                if saved is not None and saved is not _DROP and isinstance(value := builder.get(guard), ProcessGroup):
+                    groups[guard.name] = value
+            except Exception:
+                saved = None
+            if saved is None:
+                unsaved.append(guard.name)
+            elif saved is not _DROP:
+                kept.append(saved)
+        if not unsaved:
+            _release_groups(builder, groups, sorted_guards)
+            kept.append(GlobalStateSource().make_guard(functools.partial(DYNAMO_DIST_VERSION, _version.__version__)))
+            return original(self, builder, kept, output_graph)
+        ours = sorted(set(unsaved))
         names = ", ".join(ours[:3]) + (f" and {len(ours) - 3} more" if len(ours) > 3 else "")
         reason = PLUGIN_GUARDS_NOT_SAVED.format(names=names)
         if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
@@ -433,6 +614,34 @@ def refuse_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
         return b""  # never stored: the entry is bypassed
 
     return serialize_guards
+
+
+# 2.11-2.14 name a new global of a frame's output ``prefix`` plus a counter
+# of this process (``unique_id``): a frame loaded from Dynamo's cache has
+# installed the saving process's names in the module globals, so when its
+# guards fail and the frame is traced again, the first new global
+# (``__builtins_dict___0``) collides with a loaded one and the trace crashes
+# (stock too). 2.15 picks a name unbound in the globals
+# (``unique_id_unbound_in``), which ``install_global_unbound`` backports.
+from torch._dynamo import output_graph as _output_graph  # noqa: E402
+
+INSTALL_GLOBAL_POINT: tuple[Any, str] | None = (
+    None if hasattr(_output_graph, "unique_id_unbound_in") else (_output_graph.OutputGraph, "install_global"))
+
+
+def install_global_unbound(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``OutputGraph.install_global`` with a name no global of the frame's
+    module holds yet (2.15's own rule)."""
+    unique_id = _output_graph.unique_id  # what the original names globals with
+
+    def install_global(self: Any, prefix: str, value: Any) -> str:
+        name = unique_id(prefix)
+        while name in self.global_scope:
+            name = unique_id(prefix)
+        self.install_global_unsafe(name, value)
+        return name
+
+    return install_global
 
 
 def default_group_source(tx: Any) -> Any:

@@ -31,11 +31,14 @@ each release come from ``_compat``):
   DTensor input's spec guard checks the same facts in time independent of
   the world size (``guards/dtensor.py``).
 - ``CheckFunctionManager.serialize_guards`` (``C.GUARD_SERIALIZATION_POINT``):
-  torch's precompile (``caching_precompile``, ``aot_compile``) cannot save
-  the plugin's guards, so a frame with one is refused with torch's
-  ``PackageError`` (a package bypass, or the error under ``aot_compile``);
-  under ``caching_precompile`` the plugin's identity guards are its own
-  Python checks, which torch keeps live where it drops ``ID_MATCH``.
+  torch's precompile (``caching_precompile``, ``aot_compile``) saves each
+  plugin guard in its saved form (a picklable description the loading
+  process checks against its own objects); a frame with a guard that has
+  none is declined (a package bypass, or ``PackageError`` under
+  ``aot_compile``).
+- ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
+  a new global's name is one the module does not hold yet, so a frame
+  loaded by torch's precompile whose guards fail can be traced again.
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
   inputs (``gen_alias_from_base``) and, on 2.12 / 2.13, where a checkpointed
   random op's RNG state is saved (``functionalize_rng_ops``); on 2.12+,
@@ -125,7 +128,10 @@ def _patch(p: Patches) -> None:
         p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
     p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
     owner, name = C.GUARD_SERIALIZATION_POINT
-    p.set(owner, name, C.refuse_plugin_guards(getattr(owner, name)))
+    p.set(owner, name, C.save_plugin_guards(getattr(owner, name)))
+    if C.INSTALL_GLOBAL_POINT is not None:
+        owner, name = C.INSTALL_GLOBAL_POINT
+        p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
     _aot_patches(p)
     cache_key_patches(p, dtensor)
     compile_once_patches(p)

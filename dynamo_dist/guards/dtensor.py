@@ -12,10 +12,11 @@ guards), at a cost that does not grow with the world.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import _compat as C
-from .mesh import describe_mesh, same_mesh_check
+from .mesh import MeshExpected, describe_mesh, mesh_check, mesh_expected
 
 
 def _dtype(spec: Any) -> Any:
@@ -23,11 +24,26 @@ def _dtype(spec: Any) -> Any:
     return None if meta is None else meta.dtype
 
 
-def spec_check(spec_now: Any) -> Callable[[Any], bool]:
-    """The per-call test that a spec is ``spec_now``'s equal (as stock's
+@dataclass(frozen=True)
+class SpecExpected:
+    """What a DTensor input's spec must be, as picklable data."""
+
+    mesh: MeshExpected
+    placements: tuple
+    shard_order: Any
+    dtype: Any
+
+
+def spec_expected(spec_now: Any) -> SpecExpected:
+    return SpecExpected(mesh_expected(spec_now.mesh), tuple(spec_now.placements), spec_now.shard_order,
+                        _dtype(spec_now))
+
+
+def spec_check(expected: SpecExpected) -> Callable[[Any], bool]:
+    """The per-call test that a spec is the expected one (as stock's
     ``_check_equals(skip_shapes=True)``, the mesh's groups included)."""
-    same_mesh = same_mesh_check(spec_now.mesh)
-    placements, shard_order, dtype = spec_now.placements, spec_now.shard_order, _dtype(spec_now)
+    same_mesh = mesh_check(expected.mesh)
+    placements, shard_order, dtype = expected.placements, expected.shard_order, expected.dtype
 
     def check(spec: Any) -> bool:
         return (same_mesh(spec.mesh) and spec.placements == placements and spec.shard_order == shard_order
@@ -42,4 +58,4 @@ def describe_spec(name: str, spec: Any) -> str:
 
 
 # What ``_hooks`` puts at ``C.DTENSOR_SPEC_GUARD_POINT`` while installed.
-DTENSOR_SPEC_GUARD = C.predicate_guard(spec_check, describe_spec)
+DTENSOR_SPEC_GUARD = C.predicate_guard(spec_expected, spec_check, describe_spec)

@@ -170,6 +170,42 @@ def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
     return check
 
 
+@dataclass(frozen=True)
+class MeshExpected:
+    """What a mesh guard expects, as picklable data: the compile-time mesh's
+    fingerprint and whether its coordinate counts. ``live`` (a weak
+    reference to that mesh, not pickled) is the compiling process's
+    shortcut to the identity fast path."""
+
+    fingerprint: MeshFingerprint
+    with_coordinate: bool
+    live: Any = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple:
+        return MeshExpected, (self.fingerprint, self.with_coordinate)
+
+
+def mesh_expected(mesh: Any) -> MeshExpected:
+    with_coordinate = not C.compile_on_one_rank()
+    return MeshExpected(known_fingerprint(mesh, with_coordinate), with_coordinate, weakref.ref(mesh))
+
+
+def mesh_check(expected: MeshExpected) -> Callable[[Any], bool]:
+    """The per-call mesh test: ``same_mesh_check`` of the compile-time mesh
+    where it is alive, else (a guard torch's precompile loaded) a mesh whose
+    fingerprint, computed once per mesh object, is the expected one."""
+    mesh = expected.live() if expected.live is not None else None
+    if mesh is not None:
+        return same_mesh_check(mesh)
+    fingerprint = _INTERNED.setdefault(expected.fingerprint, expected.fingerprint)
+    with_coordinate, mesh_type = expected.with_coordinate, fingerprint.mesh_type
+
+    def check(m: Any) -> bool:
+        return type(m) is mesh_type and known_fingerprint(m, with_coordinate) is fingerprint
+
+    return check
+
+
 def describe_mesh(mesh: Any) -> str:
     names = mesh.mesh_dim_names
     dims = ", ".join(
@@ -183,7 +219,8 @@ def describe_mesh(mesh: Any) -> str:
 def install_mesh_guard(source: Any, mesh: Any) -> None:
     install_predicate(
         source,
-        same_mesh_check,
+        mesh_expected,
+        mesh_check,
         f"dynamo_dist: `{source.name}` is the same {describe_mesh(mesh)}",
     )
     note(source, "mesh")

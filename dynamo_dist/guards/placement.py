@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from .. import _compat as C
 from ._lambda import install_predicate
@@ -30,22 +30,28 @@ def install_placement_guard(source: Any, placement: Any) -> None:
             C.guard_attr_equals(source, field)
         return
 
-    def make_check(p_now: Any):
-        # Its __eq__ may ignore state its members read (a Shard subclass with
-        # its own fields inherits Shard.__eq__, which compares dim only): the
-        # instance state must match too.
-        state = getattr(p_now, "__dict__", {})
+    install_predicate(source, placement_expected, placement_check, f"dynamo_dist: `{source.name}` == {placement!r}")
+
+
+def placement_expected(p_now: Any) -> tuple[Any, dict]:
+    """A placement and a copy of its instance state: its ``__eq__`` may
+    ignore state its members read (a Shard subclass with its own fields
+    inherits ``Shard.__eq__``, which compares dim only)."""
+    state = getattr(p_now, "__dict__", {})
+    try:
+        state = copy.deepcopy(state)
+    except Exception:
+        state = dict(state)
+    return p_now, state
+
+
+def placement_check(expected: tuple[Any, dict]) -> Callable[[Any], bool]:
+    p_now, state = expected
+
+    def check(p: Any) -> bool:
         try:
-            state = copy.deepcopy(state)
+            return bool(p == p_now) and getattr(p, "__dict__", {}) == state
         except Exception:
-            state = dict(state)
+            return False
 
-        def check(p: Any) -> bool:
-            try:
-                return bool(p == p_now) and getattr(p, "__dict__", {}) == state
-            except Exception:
-                return False
-
-        return check
-
-    install_predicate(source, make_check, f"dynamo_dist: `{source.name}` == {placement!r}")
+    return check

@@ -1,0 +1,138 @@
+"""Programs for torch's precompile with the plugin, each run in a fresh
+process (a restart is a new process): ``python tests/precompile_programs.py
+'<json options>'`` prints :func:`run`'s result as JSON; :func:`aot_rank_run`
+runs on each rank of a gloo world (``run_in_gloo_world``).
+
+Every kind of plugin guard has a function of its own here (one frame each),
+compiled with inductor (torch packages a frame with its AOTAutograd entry,
+which only a cached backend has) in a fake world, under
+``TORCH_CACHING_PRECOMPILE=1``. The result says, per kind, the value and how
+many frames were traced in this process: 0 where the frame was loaded from
+Dynamo's cache. Options perturb the second process the way a restart may
+differ: ``world`` (its size), ``shift`` (its groups made in another order,
+so each group has another name), ``version`` (another plugin version).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch._dynamo.utils import counters
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+
+import dynamo_dist
+from dynamo_dist import _version
+from dynamo_dist.demo.models import SIZES, build_model, make_input
+from dynamo_dist.testing import fake_world, make_mesh
+
+
+class Rows(Shard):
+    """A placement of the program's own, guarded by equality of its state."""
+
+    def __init__(self, dim: int, rows: int) -> None:
+        super().__init__(dim)
+        self.rows = rows
+
+
+def kinds(world: int) -> dict:
+    """Each kind of plugin guard: (function, arguments)."""
+    pair = dist.new_group([0, 1])
+    mesh = make_mesh((2, world // 2), ("dp", "tp"))
+    local = torch.arange(4, dtype=torch.float32).reshape(2, 2)
+    dtensor = DTensor.from_local(local, mesh, [Shard(0), Replicate()], run_check=False)
+
+    def group(x, g):  # identity of a process group (its name, ranks, backend)
+        return x * g.size()
+
+    def world_size(x):  # identity of the default group
+        return x * dist.get_world_size()
+
+    def mesh_query(x, m):  # a mesh's fingerprint
+        return x * m.size(1) + m.get_local_rank("tp")
+
+    def placement(x, p):  # a built-in placement: torch's own guards
+        return x * (p.dim + 1) if p.is_shard() else x
+
+    def own_placement(x, p):  # a placement of the program's own
+        return x * p.rows
+
+    def spec(d):  # a DTensor input's spec (mesh, placements, shard order, dtype)
+        return (d * 2).to_local()
+
+    def tracked_class(x, p):  # identity of a tracked class, by qualified name
+        return x + isinstance(p, Shard)
+
+    def same_object(x, a, b):  # `a is b` between two arguments
+        return x * 2 if a is b else x
+
+    x = torch.ones(2)
+    return {
+        "group": (group, (x, pair)),
+        "world": (world_size, (x,)),
+        "mesh": (mesh_query, (x, mesh)),
+        "placement": (placement, (x, Shard(1))),
+        "own_placement": (own_placement, (x, Rows(0, 3))),
+        "spec": (spec, (dtensor,)),
+        "class": (tracked_class, (x, Shard(0))),
+        "same_object": (same_object, (x, pair, pair)),
+    }
+
+
+def run(world: int = 8, shift: bool = False, version: str | None = None) -> dict:
+    """Compile and call each kind once; save Dynamo's cache entries."""
+    if version is not None:
+        _version.__version__ = version
+    dynamo_dist.install()
+    result = {}
+    with fake_world(world, rank=0):
+        if shift:
+            dist.new_group([world - 2, world - 1])
+        for name, (fn, args) in kinds(world).items():
+            before = counters["stats"]["unique_graphs"]
+            out = torch.compile(fn)(*args)
+            eager = fn(*args)
+            result[name] = {"traced": counters["stats"]["unique_graphs"] - before,
+                            "same_as_eager": torch.equal(out, eager)}
+        torch.compiler.save_cache_artifacts()
+    return result
+
+
+def aot_rank_run(directory: str, save: bool, other_group: bool = False) -> dict:
+    """A TP MLP's forward through ``aot_compile`` on a 1-D mesh over a group
+    of both ranks: ``save`` compiles and saves it (a file per rank),
+    otherwise it is loaded and called. ``other_group``: a group made first,
+    so the mesh's group has another name than when it was saved. Returns the
+    loss, eager's, and the guard failure the loaded function raised, if any."""
+    dynamo_dist.install()
+    if other_group:
+        dist.new_group([0, 1])
+    mesh = DeviceMesh.from_group(dist.new_group([0, 1]), "cpu", mesh_dim_names=("tp",))
+    config = SIZES["tiny"]
+    model, x = build_model("mlp", config, mesh=mesh), make_input(config)
+    path = os.path.join(directory, f"rank{dist.get_rank()}.bin")
+    eager = model(x).sum().item()
+    # 2.11 / 2.12 offer aot_compile behind a config switch.
+    switch = {"enable_aot_compile": True} if hasattr(torch._dynamo.config, "enable_aot_compile") else {}
+    with torch._dynamo.config.patch(**switch):
+        if save:
+            compiled = torch.compile(model.forward, fullgraph=True).aot_compile(((x,), {}))
+            compiled.save_compiled_function(path)
+        else:
+            with open(path, "rb") as f:
+                compiled = torch.compiler.load_compiled_function(f)
+        try:
+            loss = compiled(model, x).sum().item()
+        except RuntimeError as e:
+            if "GuardManager check failed" not in str(e):
+                raise
+            return {"eager": eager, "loss": None, "guard_failed": str(e)}
+    return {"eager": eager, "loss": loss, "guard_failed": None}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(**json.loads(sys.argv[1]))))
