@@ -166,4 +166,4 @@ def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch)
             in text)
     summary = report.summary({"warm_start_clients": [skipped, ran]})
     assert name not in summary and "warm start, transformers Llama TP=2, gloo x2, inductor" in summary
-    assert summary.rstrip().endswith("| no |")  # a bypass is not a full hit
+    assert summary.rstrip().endswith("plugin FX 4/4 hit; AOT 1/2 hit, 1 bypass |")  # the bypass is shown

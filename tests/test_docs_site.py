@@ -30,6 +30,7 @@ GENERATED = {
     "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
     "bench-compile-once-summary": "README.md",
+    "bench-compile-once-jobs": "docs/compile-once.md",  # written with docs/benchmarks.md (beside it)
 }
 README_MAX_LINES = 200
 
@@ -59,6 +60,8 @@ def test_the_generators_point_at_those_files():
     assert {report.DOC_MARKER, *own_doc} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
     assert {report.README_MARKER, *own_readme} == {m for m, f in GENERATED.items() if f == "README.md"}
     assert {bench.MAIN_SUMMARY_MARKER, *bench.SUMMARY_MARKERS.values()} == {report.README_MARKER, *own_readme}
+    once_page = str(Path(report.DOC_PATH).parent / report.ONCE_PAGE)
+    assert {report.ONCE_PAGE_MARKER} == {m for m, f in GENERATED.items() if f == once_page}
     assert set(coverage.MARKERS) == {m for m, f in GENERATED.items() if f == "docs/coverage.md"}
 
 
@@ -104,15 +107,26 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
         assert not re.search(pattern, text, re.I), (page.name, pattern)
 
 
-# The saved results (benchmarks/results/, their one home) the README's summaries show.
-README_RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
-                  "benchmarks/results/warm_start_clients_2.15.0.json")
+# The saved results (benchmarks/results/, their one home) the README's summaries and the
+# benchmark page's blocks show, each regenerated in this order.
+RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
+           "benchmarks/results/warm_start_clients_2.15.0.json", "benchmarks/results/scale_2.15.0.json",
+           "benchmarks/results/compile_once_2.15.0.json")
+# The warm start on every release, the benchmark page's table of the releases.
+RELEASE_RESULTS = tuple(f"benchmarks/results/warm_start_{v}.json" for v in ("2.11.0", "2.12.1", "2.13.0", "2.14.1",
+                                                                            "2.15.0"))
+
+
+def _load(result: str) -> dict:
+    import json
+
+    with open(ROOT / result) as f:
+        return json.load(f)
 
 
 def test_readme_summaries_are_the_saved_results(tmp_path):
     """Regenerating the README's benchmark summaries from the saved results
     changes nothing: a new result is committed with the README it produces."""
-    import json
     import os
 
     from devtools.bench import report
@@ -120,8 +134,50 @@ def test_readme_summaries_are_the_saved_results(tmp_path):
     copy = tmp_path / "README.md"
     copy.write_text(README.read_text())
     (tmp_path / "docs").mkdir()
-    for result in README_RESULTS:
-        with open(ROOT / result) as f:
-            report.update_readme(str(copy), json.load(f), doc=os.path.join(tmp_path, report.DOC_PATH))
+    for result in RESULTS:
+        report.update_readme(str(copy), _load(result), doc=os.path.join(tmp_path, report.DOC_PATH))
     hint = "python -m devtools bench --from-json FILE --update-readme README.md"
     assert copy.read_text() == README.read_text(), hint
+
+
+def test_readme_summary_blocks_all_come_from_saved_results():
+    """Every README block the bench writes is filled by one of the saved results."""
+    from devtools.bench import report
+
+    sections = {k for result in RESULTS for k in _load(result) if k != "meta"}
+    blocks = {report.OWN_BLOCKS[s][1] if s in report.OWN_BLOCKS else report.README_MARKER for s in sections}
+    assert blocks == {m for m, f in GENERATED.items() if f == "README.md"}
+
+
+def test_benchmark_pages_are_the_saved_results(tmp_path):
+    """Regenerating the blocks of docs/benchmarks.md and docs/compile-once.md
+    from the saved results changes nothing: every generated table on those
+    pages is what its JSON says."""
+    from devtools.bench import report
+
+    pages = [ROOT / report.DOC_PATH, ROOT / Path(report.DOC_PATH).parent / report.ONCE_PAGE]
+    (tmp_path / "docs").mkdir()
+    for page in pages:
+        (tmp_path / "docs" / page.name).write_text(page.read_text())
+    for result in RESULTS:
+        report.write_doc(str(tmp_path / report.DOC_PATH), _load(result))
+    hint = "python -m devtools bench --from-json FILE --write-doc docs/benchmarks.md"
+    for page in pages:
+        assert (tmp_path / "docs" / page.name).read_text() == page.read_text(), (page.name, hint)
+
+
+def test_benchmark_page_blocks_all_come_from_saved_results():
+    """Every block of the benchmark page is filled by one of the saved results."""
+    from devtools.bench import report
+
+    sections = {k for result in RESULTS for k in _load(result) if k != "meta"}
+    blocks = {report.OWN_BLOCKS[s][0] if s in report.OWN_BLOCKS else report.DOC_MARKER for s in sections}
+    assert blocks == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
+
+
+def test_benchmark_page_release_table_is_the_saved_results():
+    """The table of the warm start on every release holds what the releases' results say."""
+    from devtools.bench import report
+
+    table = report.warm_releases_table([_load(result) for result in RELEASE_RESULTS])
+    assert table in (ROOT / report.DOC_PATH).read_text()
