@@ -39,8 +39,9 @@ with fake_world(4, 1):
 """
 
 
-def explain_in_a_new_process(script: pathlib.Path, cache_dir: pathlib.Path, out: pathlib.Path) -> tuple[dict, str]:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+def explain_in_a_new_process(script: pathlib.Path, cache_dir: pathlib.Path, out: pathlib.Path,
+                             **extra_env: str) -> tuple[dict, str]:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra_env)
     proc = subprocess.run([sys.executable, "-m", "dynamo_dist", "explain", "--backend", "inductor", "--json",
                            str(out), str(script)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -251,3 +252,102 @@ def test_a_miss_names_the_part_of_the_key_that_differed(tmp_path):
     assert "this graph is stored for another state: mesh (a=2, b=2, c=2): flattened meshes" in aot["reason"]
     assert "['ab on group" in aot["reason"] and "['ac on group" in aot["reason"]
     assert "groups:" not in aot["reason"] and "switches" not in aot["reason"]
+
+
+# torch's precompile saves what Dynamo traced (inductor frames) when
+# save_cache_artifacts() is called; a later process's torch.compile(f) loads it.
+PRECOMPILED = """
+import torch
+
+
+def f(x):
+    return x.sin() + 1
+
+
+torch.compile(f)(torch.ones(3))
+torch.compiler.save_cache_artifacts()
+"""
+
+
+def test_precompile_frames_traced_here_then_loaded_from_dynamos_cache(tmp_path):
+    """Under TORCH_CACHING_PRECOMPILE=1 each frame says where it came from:
+    traced (and packaged) in the first process, loaded from Dynamo's cache
+    in the second, which traces nothing."""
+    script, cache_dir = tmp_path / "prog.py", tmp_path / "inductor_cache"
+    script.write_text(PRECOMPILED)
+    first, text = explain_in_a_new_process(script, cache_dir, tmp_path / "first.json", TORCH_CACHING_PRECOMPILE="1")
+    [frame] = first["frames"]
+    assert (frame["function"], frame["line"], frame["origin"], frame["package"]) == ("f", 5, "traced here", "packaged")
+    assert frame["why"] == "no entry for it in Dynamo's cache" and frame["compile_ids"] == ["0/0"]
+    assert first["precompile"] == f"Dynamo's cache in {cache_dir / 'dynamo'}"
+    assert "Frames under torch's precompile (1;" in text and "traced because: no entry for it" in text
+
+    second, text = explain_in_a_new_process(script, cache_dir, tmp_path / "second.json", TORCH_CACHING_PRECOMPILE="1")
+    assert second["graphs"] == []  # nothing traced
+    [frame] = second["frames"]
+    assert (frame["function"], frame["origin"], frame["compile_ids"], frame["package"]) == \
+        ("f", "loaded from Dynamo's cache", [], "")
+    assert "loaded from Dynamo's cache" in text
+
+
+def by_group(x, group):
+    return x * group.size()
+
+
+def make_local():
+    class Local:  # defined in a function: torch cannot save a guard on its type
+        scale = 2
+
+    return Local()
+
+
+def by_local(x, o):
+    return x * o.scale
+
+
+@pytest.fixture
+def precompile_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    with torch._dynamo.config.patch(caching_precompile=True):
+        yield
+
+
+@pytest.mark.usefixtures("world8", "precompile_on")
+def test_a_declined_package_says_why(monkeypatch):
+    """A compile Dynamo leaves out of the package is reported with the
+    reason, and who declined it: the plugin (a guard on a group c10d does
+    not know has no saved form) or stock Dynamo."""
+    import torch.distributed as dist
+
+    from dynamo_dist._compat import dynamo as dynamo_compat
+
+    monkeypatch.setattr(dynamo_compat, "group_identity", lambda group: None)  # as for a group made outside new_group
+    report = dynamo_dist.explain(by_group)(torch.ones(2), dist.new_group([2, 3]))  # rank 3 is in it
+    [frame] = report.frames
+    assert (frame.function, frame.origin, frame.package, frame.declined_by) == \
+        ("by_group", "traced here", "declined", "dynamo_dist")
+    assert frame.reason.startswith("dynamo_dist: this frame's guards on L['group'] (the identity of an object")
+    text = " ".join(str(report).split())
+    assert "declined by dynamo_dist" in text and "declined: dynamo_dist: this frame's guards on L['group']" in text
+
+    # Stock: a guard on the type of an object whose class was defined in a
+    # function. 2.15 declines the package; earlier releases fail the compile
+    # (the frame then runs eagerly: nothing to save).
+    report = dynamo_dist.explain(by_local)(torch.ones(2), make_local())
+    [frame] = report.frames
+    if frame.package == "declined":
+        assert frame.declined_by == "stock Dynamo" and "defined in local scope" in frame.reason
+    else:
+        assert frame.package == "not saved" and frame.reason.startswith("its compile failed") and report.failures
+
+    # A frame nothing declined, compiled with a backend precompile does not save.
+    mesh = make_mesh((8,), ("tp",))
+    report = dynamo_dist.explain(forward_only)(torch.ones(2, 3), mesh)
+    [frame] = report.frames
+    assert frame.package == "not saved" and "aot_eager backend" in frame.reason
+
+    # Without precompile the report has no such part.
+    with torch._dynamo.config.patch(caching_precompile=False):
+        report = dynamo_dist.explain(forward_only)(torch.ones(2, 3), mesh)
+    assert report.frames == [] and not report.precompile and "Frames under" not in str(report)
+

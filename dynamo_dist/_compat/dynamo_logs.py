@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ParsedBreak", "parse_graph_break_log", "parse_break_message", "user_function",
+__all__ = ["ParsedBreak", "parse_graph_break_log", "parse_break_message", "user_function", "resume_point",
            "CANNOT_RESUME", "NOT_GRACEFUL", "RESUMED"]
 
 _HEAD = re.compile(
@@ -62,6 +62,14 @@ def user_function(name: str) -> str:
     functions continue the user's function after a break)."""
     m = _RESUME.match(name)
     return m.group("fn") if m else name
+
+
+def resume_point(name: str) -> tuple[str, int] | None:
+    """``torch_dynamo_resume_in_step_at_12`` -> ``("step", 12)``: the
+    function and line a resume frame Dynamo made after a graph break
+    continues; None for any other code name."""
+    found = _RESUME.match(name)
+    return (found.group("fn"), int(found.group("line"))) if found else None
 
 
 def parse_break_message(gb_type_text: str) -> tuple[str, str, list[str], str]:

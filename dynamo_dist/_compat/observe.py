@@ -41,6 +41,7 @@ from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # light (
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from .caches import RECORDING_BACKEND  # noqa: F401  (the recording world's backend)
+from .dynamo import precompile_caching  # noqa: F401  (whether torch's precompile is on)
 
 __all__ = [
     "funcol", "Unsupported", "InternalTorchDynamoError", "RestartAnalysis",
@@ -53,6 +54,8 @@ __all__ = [
     "structured_trace_logger", "cache_artifact", "compile_cache_settings",
     "RECORDING_BACKEND", "backend_registered", "completed_work", "flatten_mesh",
     "redistribute_planner", "forget_dtensor_plans",
+    "precompile_caching", "dynamo_cache_lookup", "dynamo_cache_counts", "package_key", "saved_frames",
+    "package_bypass_logger", "package_bypass_reason",
 ]
 
 
@@ -318,6 +321,70 @@ def compile_cache_settings() -> dict[str, Any]:
         "force_disable_caches": off,
         "dir": os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()),
     }
+
+
+# -- torch's precompile (what explain reports per frame) ------------------------------
+# Under ``torch._dynamo.config.caching_precompile`` (TORCH_CACHING_PRECOMPILE=1),
+# ``torch.compile(fn)`` looks ``fn`` up in Dynamo's cache: ``DynamoCache.load(fn)``
+# (torch/_dynamo/package.py, a ``DiskDynamoCache`` on 2.11-2.15) logs "Loading
+# CompilePackage for <key>", counts one of ``counters["dynamo_cache"]``'s
+# dynamo_cache_hit / dynamo_cache_miss / dynamo_cache_error and returns the
+# saved entry (None on a miss or an error), whose compiled code the caller then
+# installs on each code object the entry holds. A compile that cannot be saved
+# (its guards or its graph) is left out of the package by
+# ``OutputGraph.bypass_package``, which logs "Detected a package bypass:
+# <reason>" as a warning of ``torch._dynamo.output_graph`` (under
+# ``strict_precompile`` it raises ``PackageError`` instead).
+DYNAMO_CACHE_COUNTERS = {"dynamo_cache_hit": "hit", "dynamo_cache_miss": "miss", "dynamo_cache_error": "error"}
+PACKAGE_BYPASS_MESSAGE = "Detected a package bypass: %s"
+
+
+def dynamo_cache_lookup() -> tuple[Any, str]:
+    """``(owner, name)`` of what ``torch.compile(fn)`` calls to look ``fn``
+    up in Dynamo's cache (``DiskDynamoCache.load(self, fn)``), for a
+    ``Patches`` that watches the lookups."""
+    package = importlib.import_module("torch._dynamo.package")
+    return type(package.DynamoCache), "load"
+
+
+def dynamo_cache_counts() -> dict[str, int]:
+    """Dynamo's cache lookups so far in this process: ``{"hit": n, "miss": n, "error": n}``."""
+    counted = counters["dynamo_cache"]
+    return {state: int(counted.get(name, 0)) for name, state in DYNAMO_CACHE_COUNTERS.items()}
+
+
+def package_key(fn: Any) -> tuple[str, str, int]:
+    """``(code name, file, first line)`` of the function whose package
+    ``DynamoCache.load(fn)`` looks up (the innermost one under wrappers, as
+    torch keys it: by its qualified name and first line)."""
+    inner = importlib.import_module("torch._dynamo.eval_frame").innermost_fn(fn)
+    code = getattr(inner, "__code__", None)
+    return str(getattr(code, "co_name", "?")), str(getattr(code, "co_filename", "?")), \
+        int(getattr(code, "co_firstlineno", 0) or 0)
+
+
+def saved_frames(entry: Any) -> list[tuple[str, str, int, int]]:
+    """``(code name, file, first line, compiled entries)`` of each frame a
+    loaded Dynamo cache entry (``PrecompileCacheEntry``) holds; a frame whose
+    compiles were all left out of the package has no entry."""
+    found = []
+    for code in getattr(getattr(entry, "dynamo", None), "codes", None) or ():
+        saved = code.python_code
+        entries = 0 if getattr(code, "bypassed", False) else len(code.guarded_codes)
+        found.append((str(saved.co_name), str(saved.co_filename), int(saved.co_firstlineno), entries))
+    return found
+
+
+def package_bypass_logger() -> logging.Logger:
+    """The logger whose warning says a compile was left out of its package."""
+    return logging.getLogger("torch._dynamo.output_graph")
+
+
+def package_bypass_reason(record: logging.LogRecord) -> str | None:
+    """The reason of a "Detected a package bypass" record, else None."""
+    if record.msg != PACKAGE_BYPASS_MESSAGE or not isinstance(record.args, tuple) or not record.args:
+        return None
+    return str(record.args[0])
 
 
 # -- worlds ---------------------------------------------------------------------------

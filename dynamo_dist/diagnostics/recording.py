@@ -9,7 +9,10 @@
   AOTAutograd makes (where DTensor's collectives first appear);
 - compile caches (lowering ``inductor`` only): the hit / miss / bypass
   artifacts inductor and AOTAutograd log to torch's structured trace (what
-  ``TORCH_TRACE`` / tlparse show), with their reasons (``caches.py``).
+  ``TORCH_TRACE`` / tlparse show), with their reasons (``caches.py``);
+- torch's precompile (``caching_precompile``): each lookup in Dynamo's
+  cache and each package bypass, so each frame says whether it was traced
+  here or loaded, and why what was traced is not saved (``precompile.py``).
 
 ``Recorder`` is a context manager that changes these for its duration only
 and puts every logger level, handler and limit back on exit. Nothing it does
@@ -36,6 +39,7 @@ from ..caching import compile_once
 from ..guards import _notes
 from . import breaks as B
 from . import caches as K
+from . import precompile as P
 from .backend import RecordingBackend
 from .cache_log import TraceHandler
 from .graphs import collectives_in, collectives_in_printed
@@ -70,6 +74,7 @@ class Recorder:
                                         name=f"dynamo_dist_explain_{lowering}", autograd_cache=True)
         self.lowering = lowering
         self.caches = K.CacheEvents()
+        self.precompile = P.Precompile()
         self._logs: list[tuple[str, str]] = []
         self._graphs: list[CapturedGraph] = []
         # compile id -> stage -> the collectives of the post-AOT graph torch
@@ -94,6 +99,7 @@ class Recorder:
         # structured trace (which costs its payloads) switched on.
         trace = TraceHandler(self.caches, self._on_printed) if self.lowering == "inductor" else None
         self._patches = _hooks.recording_patches(_BreakHandler(self._logs), _METRICS_LIMIT, trace)
+        _safely(self.precompile.watch, self._patches)
         _notes.add_listener(self._on_note)
         self._stack = contextlib.ExitStack()
         self._stack.callback(self._finish)
@@ -151,6 +157,7 @@ class Recorder:
                 stages=["dynamo"],
                 code=gm.code.strip(),
             )
+            self.precompile.seen_on |= O.precompile_caching()
             if self.lowering == "inductor":
                 self.caches.settings[compile_id] = O.compile_cache_settings()
                 self._compile_once = compile_once.inactive_reason()
@@ -225,6 +232,7 @@ class Recorder:
                 _safely(self.caches.fill, graph, mode)
             report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
             report.compile_once = self._compile_once or "on"
+        _safely(self.precompile.fill, report, rows, self.lowering)
         report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
                          for cid, notes in self.notes.items()}
         return report

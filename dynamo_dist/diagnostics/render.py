@@ -100,6 +100,8 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
         out += ["", f"Compile caches ({len(rows)} lookups; cache dir {r.cache_dir}; compile once: "
                 f"{r.compile_once or 'on'})"]
         out += table(["graph", "cache", "stage", "outcome"], rows) if rows else ["  none logged"]
+    if r.precompile:
+        out += _frames(r)
     rows = [[g.compile_id, x.stage, x.op, x.group, ranks_text(x.ranks), _shape(x.shape), x.dtype,
              "?" if x.bytes_per_rank is None else x.bytes_per_rank] for g in r.graphs for x in g.collectives]
     out += ["", f"Collectives ({len(rows)}; bytes each rank sends, ring algorithm)"]
@@ -117,6 +119,30 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
             out.append(f"  stock torch: the compiled program raised {r.stock.error}")
         out += ["", "-" * 40, ""] + _lines(r.stock, with_stock=False)
     return out
+
+
+def _frames(r: ExplainReport) -> list[str]:
+    """Each frame's origin under torch's precompile: traced here or loaded
+    from Dynamo's cache, and what became of what was traced."""
+    out = ["", f"Frames under torch's precompile ({len(r.frames)}; {r.precompile}, written by "
+           "torch.compiler.save_cache_artifacts())"]
+    if not r.frames:
+        return out + ["  none"]
+    head, body = table_rows(["function", "compiles", "origin", "package"],
+                            [[f"{f.function} ({_where(f.file, f.line)})", ", ".join(f.compile_ids) or "-", f.origin,
+                              _package(f)] for f in r.frames])
+    out += head
+    for f, row in zip(r.frames, body):
+        out += row
+        out += _detail("traced because", f.why)
+        out += _detail(f.package, f.reason)
+    return out
+
+
+def _package(frame: Any) -> str:
+    if not frame.package:
+        return "-"
+    return f"{frame.package} by {frame.declined_by}" if frame.declined_by else frame.package
 
 
 _CACHE_NAMES = {"aot_autograd": "AOTAutograd", "fx_graph": "FX graph"}

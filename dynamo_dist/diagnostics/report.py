@@ -13,6 +13,12 @@ from .render import _short, render
 PLUGIN = "dynamo_dist"
 STOCK = "stock torch"
 
+# A frame's origin under torch's precompile, and what became of what was traced.
+TRACED = "traced here"
+LOADED = "loaded from Dynamo's cache"
+LOADED_THEN_TRACED = "loaded from Dynamo's cache, then traced here"
+PACKAGED, DECLINED, NOT_SAVED = "packaged", "declined", "not saved"
+
 
 @dataclass
 class GraphBreak:
@@ -75,6 +81,24 @@ class CapturedGraph:
 
 
 @dataclass
+class FrameOrigin:
+    """Where one frame's compiled code came from under torch's precompile
+    (``caching_precompile``): traced in this process or loaded from
+    Dynamo's cache, and whether what was traced here went into the package
+    ``torch.compiler.save_cache_artifacts()`` writes, or why not."""
+
+    function: str  # as the user wrote it; a resume frame: "step after the break at line 12"
+    file: str
+    line: int
+    origin: str  # TRACED, LOADED or LOADED_THEN_TRACED
+    why: str = ""  # why a frame was traced although precompile was on (no entry, a failed load, its guards)
+    compile_ids: list[str] = field(default_factory=list)  # the compiles of it in this process
+    package: str = ""  # traced frames: PACKAGED, DECLINED or NOT_SAVED; "" for a frame only loaded
+    reason: str = ""  # why it was declined or not saved
+    declined_by: str = ""  # DECLINED: "dynamo_dist" (the plugin's guards) or "stock Dynamo"
+
+
+@dataclass
 class CompileFailure:
     compile_id: str
     function: str
@@ -100,6 +124,9 @@ class ExplainReport:
     rank_differences: list[str] = field(default_factory=list)
     cache_dir: str | None = None  # inductor: where the FX graph and AOTAutograd caches live
     compile_once: str = ""  # inductor: "on", or why graphs were not shared across the job's ranks
+    # torch's precompile: "" when it was off, else where Dynamo's cache is; and each frame's origin.
+    precompile: str = ""
+    frames: list[FrameOrigin] = field(default_factory=list)
 
     @property
     def collectives(self) -> list[Collective]:
