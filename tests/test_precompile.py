@@ -110,6 +110,24 @@ def test_a_guard_without_a_saved_form_declines_the_package(precompile_caching, m
 
 
 @pytest.mark.release
+@pytest.mark.skipif(not hasattr(torch.compiler.config, "compile_on_one_rank"),
+                    reason="this release's torch.compiler.config has no compile_on_one_rank to read")
+def test_a_torch_guard_on_a_config_override_declines_the_package(precompile_caching):
+    """torch saves its guard on a config override read in the frame but
+    cannot rebuild it on load (the next process's torch.compile raises):
+    the frame is declined with the reason, and runs right."""
+
+    def f(x):
+        return x + 1 if torch.compiler.config.compile_on_one_rank else x - 1
+
+    with torch._dynamo.config.patch(strict_precompile=True), pytest.raises(Exception) as refused:
+        torch.compile(f, backend="eager")(torch.ones(2))
+    assert "read a config entry's override" in str(refused.value)
+    torch._dynamo.reset()
+    assert torch.compile(f, backend="eager")(torch.ones(2)).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.release
 def test_frames_without_plugin_guards_are_still_packaged(precompile_caching, monkeypatch):
     """Only frames with a plugin guard are declined."""
     from torch._dynamo.package import DynamoCache

@@ -578,15 +578,41 @@ def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) ->
             builder.guard_tree_values.pop(id(group), None)
 
 
+def _names(names: list[str]) -> str:
+    ours = sorted(set(names))
+    return ", ".join(ours[:3]) + (f" and {len(ours) - 3} more" if len(ours) > 3 else "")
+
+
+# torch saves a guard on a config entry's override read in a traced frame
+# (``...config._config['compile_on_one_rank'].user_override.get()``, a
+# ``CONSTANT_MATCH``) and cannot rebuild it: the override comes back as
+# another object whose ``get()`` answers a bare ``object()``, and the rebuilt
+# guard raises ``AssertionError: Unexpected type <class 'object'>`` inside
+# ``torch.compile`` of the next process. The frame is declined instead
+# (seen on torchtitan's TP=2 blocks, 2.15).
+SENTINEL_NOT_SAVED = (
+    "dynamo_dist: torch's guards on {names} read a config entry's override, which torch's precompile saves "
+    "but cannot rebuild on load, so the frame is not packaged: it is traced again after a restart (its FX "
+    "graph and AOTAutograd entries still load from the compile caches)"
+)
+
+
+def _compares_with_a_sentinel(builder: Any, guard: Any) -> bool:
+    """A torch guard on a config entry's override (see ``SENTINEL_NOT_SAVED``)."""
+    return "._config[" in guard.name and ".user_override" in guard.name
+
+
 def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
     """``CheckFunctionManager.serialize_guards`` that saves each plugin
     guard in its saved form, and declines the package of a frame with a
     plugin guard that has none."""
 
     def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> Any:
-        kept, unsaved, groups = [], [], {}
+        kept, unsaved, sentinels, groups = [], [], [], {}
         for guard in sorted_guards:
             if not plugin_guard_builder(guard.create_fn):
+                if _compares_with_a_sentinel(builder, guard):
+                    sentinels.append(guard.name)
                 kept.append(guard)
                 continue
             try:
@@ -599,15 +625,14 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
                 unsaved.append(guard.name)
             elif saved is not _DROP:
                 kept.append(saved)
-        if not unsaved:
+        if not unsaved and not sentinels:
             _release_groups(builder, groups, sorted_guards)
             kept.append(GlobalStateSource().make_guard(functools.partial(DYNAMO_DIST_VERSION, _version.__version__)))
             return original(self, builder, kept, output_graph)
-        ours = sorted(set(unsaved))
-        names = ", ".join(ours[:3]) + (f" and {len(ours) - 3} more" if len(ours) > 3 else "")
-        reason = PLUGIN_GUARDS_NOT_SAVED.format(names=names)
+        reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
+                  else SENTINEL_NOT_SAVED.format(names=_names(sentinels)))
         if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
-            raise PackageError(AOT_COMPILE_REFUSED.format(names=names))
+            raise PackageError(AOT_COMPILE_REFUSED.format(names=_names(unsaved)) if unsaved else reason)
         if torch._dynamo.config.strict_precompile:
             raise PackageError(reason)
         output_graph.bypass_package(reason)
