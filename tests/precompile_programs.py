@@ -10,7 +10,8 @@ which only a cached backend has) in a fake world, under
 many frames were traced in this process: 0 where the frame was loaded from
 Dynamo's cache. Options perturb the second process the way a restart may
 differ: ``world`` (its size), ``shift`` (its groups made in another order,
-so each group has another name), ``version`` (another plugin version).
+so each group has another name), ``version`` (another plugin version),
+``flatten`` (the mesh flattened).
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def kinds(world: int) -> dict:
     }
 
 
-def run(world: int = 8, shift: bool = False, version: str | None = None) -> dict:
-    """Compile and call each kind once; save Dynamo's cache entries."""
+def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False) -> dict:
+    """Compile and call each kind once; save Dynamo's cache entries.
+    ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
         _version.__version__ = version
     dynamo_dist.install()
@@ -92,7 +94,11 @@ def run(world: int = 8, shift: bool = False, version: str | None = None) -> dict
     with fake_world(world, rank=0):
         if shift:
             dist.new_group([world - 2, world - 1])
-        for name, (fn, args) in kinds(world).items():
+        programs = kinds(world)
+        if flatten:
+            _, (_, mesh) = programs["mesh"]
+            mesh._flatten("dp_tp")
+        for name, (fn, args) in programs.items():
             before = counters["stats"]["unique_graphs"]
             out = torch.compile(fn)(*args)
             eager = fn(*args)

@@ -217,10 +217,11 @@ def group_identity(group: Any) -> tuple[str, tuple[int, ...], str] | None:
 
 def live_group(identity: tuple[str, tuple[int, ...], str]) -> Any:
     """This process's group with ``identity`` (see ``group_identity``), or None."""
-    for group, name in list(_c10d._world.pg_names.items()):
-        if name == identity[0]:
-            return group if group_identity(group) == identity else None
-    return None
+    try:
+        group = _c10d._resolve_process_group(identity[0])
+    except Exception:  # no group of that name here
+        return None
+    return group if group is not None and group_identity(group) == identity else None
 
 
 # -- DTensor ------------------------------------------------------------------

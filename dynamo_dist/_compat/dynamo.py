@@ -531,10 +531,11 @@ def _picklable(obj: Any) -> bool:
 _DROP = object()
 
 
-def saved_guard(builder: Any, guard: Any) -> Any:
+def saved_guard(builder: Any, guard: Any, groups: dict[str, Any]) -> Any:
     """The guard torch saves for a plugin guard: the same guard with a
     picklable builder, ``_DROP`` for one that checks nothing, or None when
-    it has no saved form."""
+    it has no saved form. A process group it saves by identity is noted in
+    ``groups`` (by source name)."""
     fn = guard.create_fn
     func = getattr(fn, "func", fn)
     if getattr(func, "checks_nothing", False):
@@ -547,6 +548,8 @@ def saved_guard(builder: Any, guard: Any) -> Any:
         if found is None:
             return None
         check_from, description, what = found
+        if isinstance(value, ProcessGroup):
+            groups[guard.name] = value
         text = f"dynamo_dist: `{guard.name}` is {what}"
     elif func is DYNAMO_DIST_MATCH:
         expect, check_from, describe = fn.args
@@ -590,15 +593,15 @@ def _names(names: list[str]) -> str:
 # guard raises ``AssertionError: Unexpected type <class 'object'>`` inside
 # ``torch.compile`` of the next process. The frame is declined instead
 # (seen on torchtitan's TP=2 blocks, 2.15).
-SENTINEL_NOT_SAVED = (
+CONFIG_OVERRIDE_NOT_SAVED = (
     "dynamo_dist: torch's guards on {names} read a config entry's override, which torch's precompile saves "
     "but cannot rebuild on load, so the frame is not packaged: it is traced again after a restart (its FX "
     "graph and AOTAutograd entries still load from the compile caches)"
 )
 
 
-def _compares_with_a_sentinel(builder: Any, guard: Any) -> bool:
-    """A torch guard on a config entry's override (see ``SENTINEL_NOT_SAVED``)."""
+def _reads_a_config_override(guard: Any) -> bool:
+    """A torch guard on a config entry's override (see ``CONFIG_OVERRIDE_NOT_SAVED``)."""
     return "._config[" in guard.name and ".user_override" in guard.name
 
 
@@ -608,29 +611,27 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
     plugin guard that has none."""
 
     def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> Any:
-        kept, unsaved, sentinels, groups = [], [], [], {}
+        kept, unsaved, overrides, groups = [], [], [], {}
         for guard in sorted_guards:
             if not plugin_guard_builder(guard.create_fn):
-                if _compares_with_a_sentinel(builder, guard):
-                    sentinels.append(guard.name)
+                if _reads_a_config_override(guard):
+                    overrides.append(guard.name)
                 kept.append(guard)
                 continue
             try:
-                saved = saved_guard(builder, guard)
-                if saved is not None and saved is not _DROP and isinstance(value := builder.get(guard), ProcessGroup):
-                    groups[guard.name] = value
+                saved = saved_guard(builder, guard, groups)
             except Exception:
                 saved = None
             if saved is None:
                 unsaved.append(guard.name)
             elif saved is not _DROP:
                 kept.append(saved)
-        if not unsaved and not sentinels:
+        if not unsaved and not overrides:
             _release_groups(builder, groups, sorted_guards)
             kept.append(GlobalStateSource().make_guard(functools.partial(DYNAMO_DIST_VERSION, _version.__version__)))
             return original(self, builder, kept, output_graph)
         reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
-                  else SENTINEL_NOT_SAVED.format(names=_names(sentinels)))
+                  else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
         if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
             raise PackageError(AOT_COMPILE_REFUSED.format(names=_names(unsaved)) if unsaved else reason)
         if torch._dynamo.config.strict_precompile:
