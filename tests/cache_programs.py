@@ -25,7 +25,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 import dynamo_dist
 from dynamo_dist import _compat as C
 from dynamo_dist._compat import caches, observe
-from dynamo_dist.caching import compile_once
+from dynamo_dist import compile_once
 from dynamo_dist.demo.models import SIZES, build_model, make_input
 from dynamo_dist.testing import fake_world, make_mesh
 

@@ -36,7 +36,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 import cache_programs
 import dynamo_dist
 from dynamo_dist._compat import caches as compat_caches
-from dynamo_dist.caching import compile_once
+from dynamo_dist import compile_once
 from dynamo_dist.diagnostics.explain import explaining
 from dynamo_dist.testing import make_mesh
 

@@ -14,8 +14,8 @@ import pytest
 import torch.distributed as dist
 
 import dynamo_dist
-from dynamo_dist.caching import bundles, job_store
-from dynamo_dist.caching.job_store import Decision, JobStore, StoreError
+from dynamo_dist.compile_once import bundles, store as job_store
+from dynamo_dist.compile_once.store import Decision, JobStore, StoreError
 
 pytestmark = pytest.mark.release
 
@@ -132,7 +132,7 @@ def test_a_bundle_for_another_key_is_refused():
 
 def test_kernel_binaries_go_to_their_digest_paths_and_nowhere_else(tmp_path, monkeypatch):
     from dynamo_dist._compat import caches
-    from dynamo_dist.caching import kernels
+    from dynamo_dist.compile_once import kernels
 
     monkeypatch.setattr(caches, "inductor_cache_dir", lambda: str(tmp_path))
     start = time.time() - 1

@@ -19,7 +19,7 @@ the CPU time of a rank's first step is its compile (or load) and its step.
 - **fleet**: torch's Redis remote caches on (a ``redis-server`` of the
   benchmark's own): job A cold, then job B on new empty local cache dirs (a new
   host); B's slowest first step and its cache hits.
-- **coordination**: the protocol alone (``caching.job_store``) among 16 to
+- **coordination**: the protocol alone (``compile_once.store``) among 16 to
   64 processes on one ``TCPStore``: each of ``keys`` graphs "compiles" for
   ``compile_s`` seconds on the rank that claims it; compiles per key, and the
   time from a publish to the last rank holding its bytes.
@@ -46,8 +46,8 @@ from torch.distributed.device_mesh import init_device_mesh
 import dynamo_dist
 
 from dynamo_dist._compat.caches import outcome_counts
-from dynamo_dist.caching import compile_once
-from dynamo_dist.caching.job_store import Decision, JobStore
+from dynamo_dist import compile_once
+from dynamo_dist.compile_once.store import Decision, JobStore
 from devtools.clients import run_driver
 from dynamo_dist.demo.models import build_model, local_input, make_input
 from dynamo_dist.worlds import run_in_gloo_world
@@ -270,7 +270,7 @@ def measure_coordination(processes: int, keys: int, compile_s: float, payload: i
     # Forked from one server that imported torch once: 64 processes that each
     # imported torch themselves would need about 20 GB, more than the machine.
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.caching.job_store", __name__])
+    ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.compile_once.store", __name__])
     out = ctx.Queue()
     procs = [ctx.Process(target=_simulated_rank, args=(r, server.port, processes, keys, compile_s, payload, out),
                          daemon=True) for r in range(processes)]

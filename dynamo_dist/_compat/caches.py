@@ -115,7 +115,7 @@ def inductor_config() -> Any:
     return importlib.import_module("torch._inductor.config")
 
 
-# -- compile once per job (``caching/compile_once.py``) ---------------------------------
+# -- compile once per job (``compile_once/``) ------------------------------------------
 # The artifact types of the two caches' entries (``CacheArtifact.type()``).
 AOT_ARTIFACT = "aot_autograd"
 FX_ARTIFACT = "inductor"

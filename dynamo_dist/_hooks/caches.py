@@ -17,24 +17,21 @@ for distributed programs (``caching/``).
   (``caching/sdpa.py``) are cacheable graph call targets.
 - The AOTAutograd key describes selective-AC policies and admits the custom
   ``autograd.Function``s it can key, per graph (``caching/aot_key.py``).
-- Compile once per job (``caching/compile_once.py``): a lookup that misses
-  locally and remotely goes through the job's store; the compiling rank's
-  saves publish; every graph compile is a scope that abandons what it claimed
-  and did not save; the claiming rank lowers its backward at once.
-- A Redis remote cache that torch switches off (it cannot reach the server)
-  is said once, in one line.
+- Compile once per job (``compile_once/``): the rows of
+  ``compile_once/hooks.py`` (lookups through the job's store, saves that
+  publish, compile scopes, a lost Redis server said once).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable
 
 import torch
 
 from .. import _compat as C
-from ..caching import aot_key, baked_ops, compile_once, keys, sdpa
+from ..caching import aot_key, baked_ops, keys, sdpa
+from ..compile_once import hooks as compile_once_hooks
 from .patches import Patches
 
 
@@ -108,92 +105,6 @@ def cache_key_patches(p: Patches, *builders: Any) -> None:
 
 
 def compile_once_patches(p: Patches) -> None:
-    """The lookups, saves and compile scopes ``compile_once`` coordinates."""
-    aot, fx = C.caches.aot_autograd_cache(), C.caches.fx_graph_cache()
-    p.set(aot, "_lookup", staticmethod(_coordinated_lookup(
-        aot.__dict__["_lookup"].__func__, compile_once.AOT, lambda found: found is not None)))
-    p.set(fx, "_lookup_graph", staticmethod(_coordinated_lookup(
-        fx.__dict__["_lookup_graph"].__func__, compile_once.FX, lambda found: found[0] is not None)))
-    p.set(aot, "try_load", staticmethod(_claimed_lowers_backward_at_once(aot.__dict__["try_load"].__func__)))
-    p.set(aot, "save", staticmethod(_publishing(aot.__dict__["save"].__func__, compile_once.AOT)))
-    p.set(fx, "_save_graph", staticmethod(_publishing(fx.__dict__["_save_graph"].__func__, compile_once.FX)))
-    for owner, kind in ((aot, compile_once.AOT), (fx, compile_once.FX)):
-        p.set(owner, "_record_result", classmethod(_noting_hits(owner.__dict__["_record_result"].__func__, kind)))
-    for owner, name in C.caches.compile_scope_points():
-        p.set(owner, name, _in_scope(getattr(owner, name)))
-    redis = C.caches.redis_backend()
-    if redis is not None:
-        for name in ("_get", "_put"):
-            p.set(redis, name, _reporting_lost_server(redis.__dict__[name]))
-
-
-def _coordinated_lookup(lookup: Callable[..., Any], kind: str, hit: Callable[[Any], bool]) -> Callable[..., Any]:
-    def coordinated(key: str, *args: Any, **kwargs: Any) -> Any:
-        again = functools.partial(lookup, key, *args, **kwargs)
-        with compile_once.quiet_lookups():
-            found = again()
-        if hit(found):
-            return found
-        loaded = compile_once.after_miss(kind, key, again, hit)
-        return loaded if loaded is not None else found
-
-    return coordinated
-
-
-def _claimed_lowers_backward_at_once(try_load: Callable[..., Any]) -> Callable[..., Any]:
-    """A rank that claimed the graph lowers its backward with its forward, so
-    the entry is saved (and published) before the forward's collectives need
-    the waiting ranks."""
-    def load(mod: Any, args: Any, aot_config: Any, *rest: Any, **kwargs: Any) -> Any:
-        result = try_load(mod, args, aot_config, *rest, **kwargs)
-        compiled_fn, config = C.caches.aot_lookup_parts(result, aot_config)
-        key = C.caches.aot_cache_key(config)
-        if compiled_fn is None and key is not None and compile_once.claimed_here(compile_once.AOT, key):
-            return C.caches.rebuilt_try_load_result(result, compiled_fn, C.caches.with_eager_backward(config))
-        return result
-
-    return load
-
-
-def _publishing(save: Callable[..., Any], kind: str) -> Callable[..., Any]:
-    def saved(key: str, *args: Any, **kwargs: Any) -> Any:
-        out = save(key, *args, **kwargs)
-        if kind == compile_once.FX:
-            compile_once.fx_key_touched(key)
-        compile_once.saved(kind, key)
-        return out
-
-    return saved
-
-
-def _noting_hits(record: Callable[..., Any], kind: str) -> Callable[..., Any]:
-    def record_result(cls: Any, key: str, local_hit: bool, local_miss: bool, remote_hit: bool,
-                      remote_miss: bool) -> Any:
-        if local_hit or remote_hit:
-            if kind == compile_once.FX:
-                compile_once.fx_key_touched(key)
-            compile_once.record_hit(kind, key, remote=remote_hit)
-        return record(cls, key, local_hit, local_miss, remote_hit, remote_miss)
-
-    return record_result
-
-
-def _in_scope(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(compile_graph)
-    def compile_in_scope(*args: Any, **kwargs: Any) -> Any:
-        with compile_once.scope():
-            return compile_graph(*args, **kwargs)
-
-    return compile_in_scope
-
-
-def _reporting_lost_server(method: Callable[..., Any]) -> Callable[..., Any]:
-    """torch drops a Redis remote cache it cannot reach without a word."""
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        had_client = not C.caches.redis_client_lost(self)
-        out = method(self, *args, **kwargs)
-        if had_client and C.caches.redis_client_lost(self):
-            compile_once.remote_cache_lost(C.caches.remote_cache_address())
-        return out
-
-    return call
+    """Compile once's changes (``compile_once/hooks.py``)."""
+    for owner, name, replacement in compile_once_hooks.rows():
+        p.set(owner, name, replacement)

@@ -17,8 +17,10 @@ reused by a warm process, another rank or another host.
   calls depend only on what the key holds;
 - ``subgraphs``: whether the key holds everything a subgraph does;
 - ``aot_key``: both applied to each graph the AOTAutograd cache keys;
-- ``compile_once``, ``job_store``, ``bundles``, ``kernels``: one compile per
-  graph per job, through the job's store.
+- ``key_parts``: the plugin's parts of each key, kept beside the cache.
+
+Compile once per job, which relies on these keys being the same on every
+rank, is a package of its own (``compile_once/``).
 
 The changes to torch's caches that use them are ``_hooks/caches.py``'s.
 """

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .. import _hooks
 from .._compat import observe as O
-from ..caching import compile_once
+from .. import compile_once
 from .caches import CacheEvents, describe
 from .report import PLUGIN
 

@@ -35,7 +35,7 @@ from torch.distributed.tensor import DTensor
 from .. import _hooks
 from .._compat import dynamo_logs as L
 from .._compat import observe as O
-from ..caching import compile_once
+from .. import compile_once
 from ..guards import _notes
 from . import breaks as B
 from . import caches as K

@@ -1,42 +1,8 @@
-"""Compile once per job: where a graph's compile-cache key is the same on
-every rank, the first rank to miss it compiles and the others load what it
-compiled.
-
-Under ``compile_on_one_rank`` the plugin's cache keys hold no rank
-(``keys.rank_tag``), so every rank of a job looks up the same keys at about
-the same time, misses together on a cold start and would compile the same
-graph W times. Here each lookup that misses everywhere (local and remote
-cache) goes through the job's store (``job_store``): one rank claims the key
-and compiles; the others wait, receive the artifacts it saved
-(``torch.compiler.load_cache_artifacts``' bytes, framed by ``bundles``) and
-look the key up again, now a local hit. No shared filesystem or remote cache
-is needed; where they exist, they are used first.
-
-Two levels, the coarsest that applies:
-
-- **AOTAutograd** (``aot``): one lookup per Dynamo graph, forward and
-  backward together. The claiming rank lowers the backward at once (AOTAutograd
-  otherwise waits for the first ``.backward()``, and the entry is saved only
-  then: after a forward whose collectives need the very ranks that wait),
-  and its bundle holds the AOTAutograd entry with every FX-graph entry the
-  compile touched.
-- **FX graph** (``fx``): where the AOTAutograd cache bypasses (a graph it
-  refuses, or it is off), each inductor graph, forward and (lazily lowered)
-  backward, is claimed on its own.
-
-A claim ends in a publish (after the cache saved the key) or an abandon (the
-compile raised, or saved nothing): ``scope()`` around every compile abandons
-what its block claimed and did not publish, so no rank ever waits on a key
-nobody compiles. Waiters stop waiting when the compiling rank abandons, goes
-silent, or takes longer than ``config.compile_once_wait_s``, and then compile
-themselves.
-
-It acts only when keys are shared and nothing in the compile needs every
-rank (``inactive_reason``); otherwise every rank compiles its own graphs, as
-without it. Store failures and refused bundles are warned once each and fall
-back to compiling here. Each decision is logged as a structured-trace
-artifact (``dynamo_dist_compile_once``) that ``explain`` reads, and counted
-(``stats``).
+"""The protocol of compile once: what a lookup that missed does (claim the
+key and compile, or wait for the rank that claimed it and load what it
+sent), what the compiling rank publishes when the cache saves, and the
+scopes that abandon a claim whose compile raised or saved nothing. The
+package docstring says the levels and when it acts.
 """
 
 from __future__ import annotations
@@ -55,12 +21,13 @@ import torch.distributed as dist
 
 from .. import _compat as C
 from .. import config
-from . import bundles, kernels, keys
-from .job_store import Decision, JobStore, Outcome, StoreError
+from ..caching import keys
+from . import bundles, kernels
+from .store import Decision, JobStore, Outcome, StoreError
 
 log = logging.getLogger("dynamo_dist.compile_once")
 
-AOT, FX = "aot", "fx"
+AOT, FX, FRAME = "aot", "fx", "frame"
 TRACE_ARTIFACT = "dynamo_dist_compile_once"
 
 # Where a graph came from (the ``source`` of an event), in explain's words.
@@ -184,10 +151,8 @@ def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callab
     why = inactive_reason()
     if why is not None or not _local.scopes:
         return None
-    try:
-        outcome = _job_store().claim_or_wait(key)
-    except StoreError as e:
-        _store_failed(e)
+    outcome = claim_or_wait(key)
+    if outcome is None:
         return None
     if outcome.decision is Decision.COMPILE:
         claim = _Claim(kind, key, C.caches.artifact_mark())
@@ -195,32 +160,84 @@ def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callab
         if kind == AOT:
             _local.aot_claim = claim
         return None
-    _stats["waited_s"] += outcome.waited_s
     if outcome.decision is Decision.LOAD:
         found = _load(kind, key, outcome, lookup_again, hit)
         if found is not None:
             return found
     else:
-        _stats["compiled_here"] += 1
-        _emit(kind, key, COMPILED_AFTER.format(reason=outcome.reason), waited_s=round(outcome.waited_s, 3))
-        _warn_once(f"local:{outcome.reason}", f"compiling a graph here after waiting for another rank: "
-                   f"{outcome.reason}")
+        compiled_after_waiting(kind, key, outcome)
     return None
 
 
-def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
+def claim_or_wait(key: str) -> Outcome | None:
+    """The job's answer for ``key``: compile it here (this rank claimed it:
+    ``publish`` or ``abandon`` follows), load what another rank published, or
+    compile here after waiting (``outcome.reason``); None when the job's store
+    failed (compile here; coordination is off from then on)."""
+    try:
+        outcome = _job_store().claim_or_wait(key)
+    except StoreError as e:
+        _store_failed(e)
+        return None
+    _stats["waited_s"] += outcome.waited_s
+    return outcome
+
+
+def compiled_after_waiting(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+    """No artifacts came for ``key`` (the claiming rank abandoned it, went
+    silent or took too long): this rank compiles it."""
+    _stats["compiled_here"] += 1
+    _emit(kind, key, COMPILED_AFTER.format(reason=outcome.reason), waited_s=round(outcome.waited_s, 3), **extra)
+    _warn_once(f"local:{outcome.reason}", f"compiling a graph here after waiting for another rank: {outcome.reason}")
+
+
+def unpack(kind: str, key: str, outcome: Outcome, **extra: Any) -> bytes | None:
+    """The artifacts another rank published for ``key``, its kernels
+    installed here, or None (warned once, counted) when they are refused."""
     assert outcome.payload is not None
     try:
         artifacts, files = bundles.unpack(key, outcome.payload)
         kernels.install(files)
+        return artifacts
+    except Exception as e:
+        refused(kind, key, outcome, e, **extra)
+        return None
+
+
+def refused(kind: str, key: str, outcome: Outcome, error: BaseException, **extra: Any) -> None:
+    """The artifacts rank ``outcome.source_rank`` sent could not be used here."""
+    why = (str(error) if isinstance(error, bundles.BundleError)
+           else f"loading them failed ({type(error).__name__}: {error})")
+    _warn_once(f"refused:{type(error).__name__}", f"refused the compiled artifacts rank {outcome.source_rank} sent "
+               f"for a graph: {why}; compiling it here")
+    _stats["compiled_here"] += 1
+    _emit(kind, key, COMPILED_AFTER.format(reason=f"the artifacts from rank {outcome.source_rank} were refused: "
+                                           f"{why}"), **extra)
+
+
+def not_matching(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+    """What rank ``outcome.source_rank`` sent loaded, but its guards do not pass here."""
+    _stats["compiled_here"] += 1
+    _emit(kind, key, COMPILED_AFTER.format(reason=f"the entry rank {outcome.source_rank} sent does not "
+                                           "match here (its guards)"), source_rank=outcome.source_rank, **extra)
+
+
+def loaded(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+    assert outcome.payload is not None
+    _stats["frames_loaded" if kind == FRAME else "loaded"] += 1
+    _stats["bytes_loaded"] += len(outcome.payload)
+    _emit(kind, key, LOADED.format(rank=outcome.source_rank), waited_s=round(outcome.waited_s, 3),
+          bytes=len(outcome.payload), source_rank=outcome.source_rank, **extra)
+
+
+def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
+    artifacts = unpack(kind, key, outcome)
+    if artifacts is None:
+        return None
+    try:
         C.caches.load_artifacts(artifacts)
     except Exception as e:
-        why = str(e) if isinstance(e, bundles.BundleError) else f"loading them failed ({type(e).__name__}: {e})"
-        _warn_once(f"refused:{type(e).__name__}", f"refused the compiled artifacts rank {outcome.source_rank} sent "
-                   f"for a graph: {why}; compiling it here")
-        _stats["compiled_here"] += 1
-        _emit(kind, key, COMPILED_AFTER.format(reason=f"the artifacts from rank {outcome.source_rank} were refused: "
-                                               f"{why}"))
+        refused(kind, key, outcome, e)
         return None
     _local.loading = True
     try:
@@ -229,14 +246,9 @@ def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any]
     finally:
         _local.loading = False
     if not hit(found):
-        _stats["compiled_here"] += 1
-        _emit(kind, key, COMPILED_AFTER.format(reason=f"the entry rank {outcome.source_rank} sent does not "
-                                               "match here (its guards)"))
+        not_matching(kind, key, outcome)
         return None
-    _stats["loaded"] += 1
-    _stats["bytes_loaded"] += len(outcome.payload)
-    _emit(kind, key, LOADED.format(rank=outcome.source_rank), waited_s=round(outcome.waited_s, 3),
-          bytes=len(outcome.payload))
+    loaded(kind, key, outcome)
     return found
 
 
@@ -273,19 +285,27 @@ def saved(kind: str, key: str) -> None:
     wanted |= {(C.caches.FX_ARTIFACT, fx) for fx in claim.fx_keys}
     try:
         artifacts = C.caches.serialize_artifacts(C.caches.artifacts_since(claim.mark, wanted))
+    except Exception as e:  # nothing to send: the waiters compile themselves
+        _abandon(claim, f"its artifacts could not be serialized ({type(e).__name__}: {e})")
+        return
+    publish(kind, key, artifacts, claim.started, claim.started_at)
+
+
+def publish(kind: str, key: str, artifacts: bytes, started: float, started_at: float, **extra: Any) -> None:
+    """Send what this rank compiled for the ``key`` it claimed (at
+    ``time.monotonic()`` ``started``, ``time.time()`` ``started_at``), with
+    the kernels it built since, to the ranks that wait for it."""
+    try:
         # A second early: file times may be coarser than the clock.
-        payload = bundles.pack(key, artifacts, kernels.written_since(claim.started_at - 1.0))
+        payload = bundles.pack(key, artifacts, kernels.written_since(started_at - 1.0))
         _job_store().publish(key, payload)
     except StoreError as e:
         _store_failed(e)
         return
-    except Exception as e:  # nothing to send: the waiters compile themselves
-        _abandon(claim, f"its artifacts could not be serialized ({type(e).__name__}: {e})")
-        return
-    _stats["compiled_shared"] += 1
+    _stats["frames_shipped" if kind == FRAME else "compiled_shared"] += 1
     _stats["bytes_sent"] += len(payload)
-    _stats["compile_s"] += time.monotonic() - claim.started
-    _emit(kind, key, COMPILED_SHARED, bytes=len(payload))
+    _stats["compile_s"] += time.monotonic() - started
+    _emit(kind, key, COMPILED_SHARED, bytes=len(payload), **extra)
 
 
 def _close(claim: _Claim) -> None:
@@ -298,10 +318,15 @@ def _close(claim: _Claim) -> None:
 
 def _abandon(claim: _Claim, reason: str) -> None:
     _close(claim)
+    abandon(claim.kind, claim.key, reason)
+
+
+def abandon(kind: str, key: str, reason: str, **extra: Any) -> None:
+    """This rank claimed ``key`` and has nothing to send: its waiters compile themselves."""
     _stats["compiled_here"] += 1
-    _emit(claim.kind, claim.key, COMPILED_HERE, abandoned=reason)
+    _emit(kind, key, COMPILED_HERE, abandoned=reason, **extra)
     try:
-        _job_store().abandon(claim.key, reason)
+        _job_store().abandon(key, reason)
     except StoreError as e:
         _store_failed(e)
 
