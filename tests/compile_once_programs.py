@@ -172,13 +172,17 @@ def _gone_store() -> Any:
 
 def rank_run(base: str, program: str = "tp_mlp", one_rank: bool = True, shared_dir: bool = False,
              programs: dict | None = None, strike: str | None = None, store: str = "job",
-             stale_s: float = 30.0, plugin: bool = True, explain: bool = False) -> dict:
+             stale_s: float = 30.0, plugin: bool = True, explain: bool = False, precompile: bool = False,
+             save: bool = False) -> dict:
     """One rank: ``program`` (or ``programs[rank]``) compiled with inductor,
     run forward and backward, compared with eager. ``strike``: the first
     compile in the job raises or exits; ``store``: "job" (the job's store),
     "slow", "corrupt", "truncate" (wrapping it) or "gone"; ``explain``: under
-    ``explain`` (its report's cache outcomes are the result's ``explained``)."""
+    ``explain`` (its report's cache outcomes are the result's ``explained``);
+    ``precompile``: with torch's precompile caching on (``TORCH_CACHING_PRECOMPILE=1``); ``save``: then
+    ``torch.compiler.save_cache_artifacts()`` (which writes Dynamo's entries under precompile)."""
     rank = dist.get_rank()
+    torch._dynamo.config.caching_precompile = precompile
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = base if shared_dir else os.path.join(base, f"rank{rank}")
     warnings = _Warnings()
     logging.getLogger("dynamo_dist").addHandler(warnings)
@@ -191,14 +195,16 @@ def rank_run(base: str, program: str = "tp_mlp", one_rank: bool = True, shared_d
     if strike:
         inductor_config.post_grad_custom_post_pass = StrikeOnce(strike)
     program = (programs or {}).get(str(rank), program)
+    options = {"save_artifacts": os.path.join(base, f"artifacts{rank}")} if save else {}
     mesh = make_mesh((dist.get_world_size(),), ("tp",))
     raised = None
     if explain:
         with explaining(plugin=plugin, backend="inductor") as session:
-            result = cache_programs.run_program(program, mesh, plugin=plugin, one_rank=one_rank)
+            result = cache_programs.run_program(program, mesh, plugin=plugin, one_rank=one_rank, **options)
         result["explained"] = {"compile_once": session.report.compile_once,
                                "outcomes": [(o.cache, o.stage, o.state, o.source)
-                                            for g in session.report.graphs for o in g.cache]}
+                                            for g in session.report.graphs for o in g.cache],
+                               "frames": [(f.function, f.origin, f.why) for f in session.report.frames]}
         return {**result, "stats": compile_once.stats(), "warnings": warnings.messages}
     try:
         result = cache_programs.run_program(program, mesh, plugin=plugin, one_rank=one_rank)

@@ -57,6 +57,48 @@ def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
     assert aot[1 - compilers[0]][3].startswith(f"loaded from rank {compilers[0]} (waited ")
 
 
+@pytest.mark.release
+def test_under_precompile_one_rank_traces_the_frame_and_the_other_runs_it_untraced(tmp_path):
+    """With torch's precompile on, compile once ships Dynamo's entry of the
+    frame: one rank traces it, the other runs it without tracing it or
+    looking anything up in the compile caches, and ``explain`` says on each
+    rank where the frame came from. What each rank saves restarts it with
+    nothing traced, the rank that loaded the frame included."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), explain=True, precompile=True, save=True)
+    assert all(run["same_as_eager"] for run in runs.values())
+    tracers = [r for r, run in runs.items() if run["traced"]]
+    assert len(tracers) == 1, {r: (run["traced"], run["stats"]) for r, run in runs.items()}
+    tracer, loader = runs[tracers[0]], runs[1 - tracers[0]]
+    assert tracer["traced"] == 1 and tracer["stats"]["frames_shipped"] == 1
+    assert loader["traced"] == 0 and loader["stats"]["frames_loaded"] == 1
+    assert _cache(loader, "aot_autograd") == (0, 0, 0) and _cache(loader, "fx_graph") == (0, 0, 0)
+    assert not tracer["warnings"] and not loader["warnings"]
+    [(function, origin, _)] = loader["explained"]["frames"]
+    assert (function, origin) == ("forward", f"loaded from rank {tracers[0]}")
+    [(function, origin, why)] = tracer["explained"]["frames"]
+    assert (function, origin) == ("forward", "traced here") and "sent to the others" in why, why
+    restarted = spawn_world(rank_run, 2, str(tmp_path), explain=True, precompile=True)
+    for run in restarted.values():
+        assert run["same_as_eager"] and run["traced"] == 0 and "frames_loaded" not in run["stats"]
+        assert [origin for _, origin, _ in run["explained"]["frames"]] == ["loaded from Dynamo's cache"]
+
+
+def test_under_precompile_a_frame_whose_guards_differ_per_rank_is_traced_on_each(tmp_path):
+    """The same code with another closure value on rank 1: the variant rank 0
+    sent fails its guards there, so rank 1 traces its own, and both compute
+    right."""
+    runs = spawn_world(rank_run, 2, str(tmp_path), "local_shard", programs={"1": "local_shard_x3"},
+                       explain=True, precompile=True)
+    assert all(run["same_as_eager"] and run["traced"] == 1 for run in runs.values())
+    tracers = [r for r, run in runs.items() if run["stats"].get("frames_shipped")]
+    assert len(tracers) == 1, {r: run["stats"] for r, run in runs.items()}
+    other = runs[1 - tracers[0]]
+    assert "frames_loaded" not in other["stats"]
+    [(_, origin, why)] = other["explained"]["frames"]
+    assert origin == f"loaded from rank {tracers[0]}, then traced here", origin
+    assert why == f"the variants rank {tracers[0]} sent do not pass their guards here"
+
+
 def test_without_shared_keys_every_rank_compiles_and_none_waits(tmp_path):
     """Without compile_on_one_rank each key holds its rank: nothing to share."""
     runs = spawn_world(rank_run, 2, str(tmp_path), one_rank=False)

@@ -12,6 +12,7 @@ split by job:
 - ``distributed``: private facts of meshes, DTensors and placements;
 - ``observe``: what diagnostics read (logs, metrics, compile hooks);
 - ``caches``: the compile caches (keys, lookups, artifacts) and the job's store;
+- ``packages``: Dynamo's packages (torch's precompile), made and installed for compile once;
 - ``aot``: AOTAutograd's partitioner, as the RNG-state fix needs it;
 - ``collective``: the ``AsyncCollectiveTensor`` backport (only where torch lacks the fix);
 - ``dynamo_logs``: what Dynamo's logs say, read back.
@@ -43,7 +44,7 @@ try:  # 2.14+: the canonical home of compile_on_one_rank
 except ImportError:  # pragma: no cover - older torch
     _compiler_config = None
 
-from . import aot, caches, collective, stock  # noqa: F401
+from . import aot, caches, collective, packages, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     ALL_GATHER_SINGLE,
     FOLDED_PRIVATE_MESH_ATTRIBUTES,
@@ -73,6 +74,7 @@ from .distributed import (  # noqa: F401
     MESH_EQ_FIELDS,
     mesh_dim_index,
     mesh_eq_key,
+    live_meshes,
     mesh_flatten_mapping,
     mesh_flatten_state,
     mesh_hash_key,

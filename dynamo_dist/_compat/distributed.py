@@ -4,6 +4,7 @@ placement types with the fields that define them."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 import re
@@ -145,6 +146,22 @@ def mesh_hash_key(mesh: Any) -> tuple | None:
 def mesh_layout_key(mesh: Any) -> Any:
     # _MeshLayout is an immutable, hashable value (sizes and strides per dim).
     return mesh._layout
+
+
+def live_meshes() -> list[Any]:
+    """Every ``DeviceMesh`` this process holds now. torch keeps no registry
+    of its meshes (``_mesh_resources`` holds only the ``with mesh:`` stack),
+    so they are found among the objects the garbage collector tracks: a scan
+    of every object, for the rare moment a saved graph needs this process's
+    mesh before anything here named it (0.14 s for 375,000 objects on 2.15;
+    by exact type, as ``isinstance`` runs torch's custom-class instance
+    check on each object)."""
+    kinds, todo = set(), [DeviceMesh]
+    while todo:
+        cls = todo.pop()
+        kinds.add(cls)
+        todo += [sub for sub in type.__subclasses__(cls) if sub not in kinds]
+    return [obj for obj in gc.get_objects() if type(obj) in kinds]
 
 
 def mesh_flatten_mapping(mesh: Any) -> dict:

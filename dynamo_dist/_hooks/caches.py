@@ -19,7 +19,8 @@ for distributed programs (``caching/``).
   ``autograd.Function``s it can key, per graph (``caching/aot_key.py``).
 - Compile once per job (``compile_once/``): the rows of
   ``compile_once/hooks.py`` (lookups through the job's store, saves that
-  publish, compile scopes, a lost Redis server said once).
+  publish, compile scopes, frames shipped under torch's precompile, a lost
+  Redis server said once).
 """
 
 from __future__ import annotations

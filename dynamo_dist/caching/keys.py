@@ -68,7 +68,10 @@ def mesh_identity(mesh: Any, flattened: bool = True) -> str:
 # mesh as a constant (2.13+ under ``compile_on_one_rank``:
 # ``mesh_get_process_group(mesh, dim)`` at run time) gets this process's mesh
 # back instead of the pickled copy of the mesh of the rank that compiled it
-# (see ``live_mesh``).
+# (see ``live_mesh``). A graph can be loaded before any key of this process
+# named its mesh: torch's precompile installs saved frames at
+# ``torch.compile``, and compile once installs a frame another rank traced.
+# Then the meshes this process holds are looked for once (``C.live_meshes``).
 _LIVE_MESHES: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 
 
@@ -87,9 +90,15 @@ def keying_meshes(into: list[Any]) -> Iterator[None]:
         _NOTING.remove(into)
 
 
+def remember_mesh(mesh: Any) -> None:
+    """Give ``mesh`` back to the cached graphs that hold a mesh of its
+    identity (``live_mesh``)."""
+    _LIVE_MESHES[mesh_identity(mesh, flattened=False)] = mesh
+
+
 def keyed_mesh_identity(mesh: Any) -> str:
     """``mesh_identity`` of a live mesh going into a key; remembers the mesh."""
-    _LIVE_MESHES[mesh_identity(mesh, flattened=False)] = mesh
+    remember_mesh(mesh)
     for meshes in _NOTING:
         if not any(m is mesh for m in meshes):
             meshes.append(mesh)
@@ -118,10 +127,14 @@ def live_mesh(stored: Any) -> Any:
     identity = mesh_identity(stored, flattened=False)
     mesh = _LIVE_MESHES.get(identity)
     if mesh is None:
+        for found in C.live_meshes():
+            remember_mesh(found)
+        mesh = _LIVE_MESHES.get(identity)
+    if mesh is None:
         raise RuntimeError(
             f"dynamo_dist: a cached graph needs the mesh {identity}, which this process has not "
-            "used in a compiled program; build the same mesh (same groups) before calling it, or "
-            "clear the inductor cache (TORCHINDUCTOR_CACHE_DIR)."
+            "built; build the same mesh (same groups) before calling it, or clear the inductor "
+            "cache (TORCHINDUCTOR_CACHE_DIR)."
         )
     return mesh
 

@@ -44,6 +44,8 @@ Modules:
 - ``store``: the claim / beat / publish protocol over the job's c10d store;
 - ``bundles``: a graph's artifacts framed with their key, length and digest;
 - ``kernels``: compiled C++ kernels sent with the artifacts;
+- ``frames``: Dynamo's own entries (torch's precompile) shipped the same way,
+  so a waiting rank loads a frame instead of tracing it;
 - ``hooks``: the changes to torch it needs, as (owner, name, replacement)
   rows that ``_hooks/caches.py`` installs.
 

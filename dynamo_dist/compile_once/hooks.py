@@ -8,6 +8,8 @@ installs (each through its reversible ``Patches`` record):
 - AOTAutograd's ``try_load``: the claiming rank lowers its backward at once;
 - every graph compile (Dynamo handing a graph to its backend, inductor
   lowering one) is a ``protocol.scope``;
+- Dynamo's frame conversion, under torch's precompile: a frame is traced once
+  per job and loaded by the other ranks (``frames``);
 - a Redis remote cache that torch switches off is said once.
 """
 
@@ -17,7 +19,7 @@ import functools
 from typing import Any, Callable
 
 from .. import _compat as C
-from . import protocol
+from . import frames, protocol
 from .protocol import AOT, FX
 
 
@@ -38,6 +40,8 @@ def rows() -> list[tuple[Any, str, Any]]:
         out.append((owner, "_record_result", classmethod(_noting_hits(owner.__dict__["_record_result"].__func__,
                                                                       kind))))
     out += [(owner, name, _in_scope(getattr(owner, name))) for owner, name in C.caches.compile_scope_points()]
+    owner, name = C.packages.FRAME_CONVERSION_POINT
+    out.append((owner, name, frames.shipped_frames(getattr(owner, name))))
     redis = C.caches.redis_backend()
     if redis is not None:
         out += [(redis, name, _reporting_lost_server(redis.__dict__[name])) for name in ("_get", "_put")]

@@ -15,8 +15,10 @@ only (its changes go into the recorder's ``Patches``): every lookup
 Dynamo's ``dynamo_cache`` counters, the frames a hit holds) and every bypass
 (the warning Dynamo logs, with the compile it happens in). ``fill`` joins
 them with Dynamo's compile-metrics rows, which say what was traced here.
-Compile once shares compile-cache entries between ranks, not Dynamo's
-packages: which rank a graph came from is in the compile-cache table.
+Under compile once (``compile_once/frames.py``) a frame one rank traced is
+sent to the others, which run it without tracing: its compile-once records
+(``shipped``, read from the structured trace with the cache outcomes) say
+"loaded from rank r", or, on the rank that traced it, that it was sent.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from typing import Any
 
 from .._compat import dynamo_logs as L
 from .._compat import observe as O
-from .report import (DECLINED, LOADED, LOADED_THEN_TRACED, NOT_SAVED, PACKAGED, PLUGIN, TRACED, ExplainReport,
-                     FrameOrigin)
+from .report import (DECLINED, LOADED, LOADED_FROM_RANK, LOADED_FROM_RANK_THEN_TRACED, LOADED_THEN_TRACED, NOT_SAVED,
+                     PACKAGED, PLUGIN, TRACED, ExplainReport, FrameOrigin)
 
 STOCK_DYNAMO = "stock Dynamo"
 # How the plugin's own reason for declining a package begins (``_compat/dynamo.py``).
@@ -117,10 +119,12 @@ class Precompile:
         self.lookups.append(Lookup(*O.package_key(fn), state=state, frames=frames))
 
     # -- the report ---------------------------------------------------------------
-    def fill(self, report: ExplainReport, rows: list[Any], backend: str) -> None:
+    def fill(self, report: ExplainReport, rows: list[Any], backend: str,
+             shipped: dict[str, dict[str, Any]] | None = None) -> None:
         """``report.precompile`` and ``report.frames``, when precompile was
-        on: every frame a lookup loaded and every frame traced here (from
-        the compile-metrics ``rows``), in that order."""
+        on: every frame a lookup loaded, every frame another rank sent
+        (``shipped``: compile once's records, by key) and every frame traced
+        here (from the compile-metrics ``rows``), in that order."""
         if not (self.seen_on or self.lookups or self.declined):
             return
         report.precompile = f"Dynamo's cache in {os.path.join(O.compile_cache_settings()['dir'], 'dynamo')}"
@@ -138,13 +142,24 @@ class Precompile:
                 if entries:
                     loaded.setdefault(_key(name, file, line), lookup)
                     names.setdefault(_key(name, file, line), (name, file, line))
-        order = list(loaded) + [k for k in traced if k not in loaded]
-        report.frames = [self._frame(names[k], traced.get(k, []), k in loaded, backend) for k in order]
+        sent: dict[Key, list[dict[str, Any]]] = {}
+        for record in (shipped or {}).values():
+            if record.get("level") == "frame" and record.get("frame"):
+                name, file, line = record["frame"]
+                sent.setdefault(_key(name, file, line), []).append(record)
+                names.setdefault(_key(name, file, line), (name, file, int(line)))
+        order = list(dict.fromkeys([*loaded, *sent, *traced]))
+        report.frames = [self._frame(names[k], traced.get(k, []), k in loaded, backend, sent.get(k, []))
+                         for k in order]
 
-    def _frame(self, name: tuple[str, str, int], rows: list[Any], loaded: bool, backend: str) -> FrameOrigin:
+    def _frame(self, name: tuple[str, str, int], rows: list[Any], loaded: bool, backend: str,
+               shipped: list[dict[str, Any]]) -> FrameOrigin:
         code_name, file, line = name
         frame = FrameOrigin(function=_label(code_name), file=file, line=line, origin=LOADED if loaded else TRACED)
         frame.compile_ids = list(dict.fromkeys(str(r.compile_id) for r in rows))
+        from_rank = next((r["source_rank"] for r in shipped if "source_rank" in r), None)
+        if from_rank is not None and not loaded:
+            frame.origin = LOADED_FROM_RANK.format(rank=from_rank)
         if not rows:
             return frame
         if loaded:
@@ -152,8 +167,11 @@ class Precompile:
             failed = next((r.recompile_reason for r in rows if r.recompile_reason), None)
             frame.why = "none of its saved entries' guards passed" + \
                 (f": {failed.strip().splitlines()[-1].strip()}" if failed else "")
+        elif from_rank is not None:
+            frame.origin = LOADED_FROM_RANK_THEN_TRACED.format(rank=from_rank)
+            frame.why = f"the variants rank {from_rank} sent do not pass their guards here"
         else:
-            frame.why = self._why_traced(_key(*name))
+            frame.why = "; ".join(filter(None, [self._why_traced(_key(*name)), *map(_sent_words, shipped)]))
         reasons = list(dict.fromkeys(r for cid in frame.compile_ids for r in self.declined.get(cid, [])))
         if reasons:
             frame.package = DECLINED
@@ -189,6 +207,15 @@ class Precompile:
         return {"miss": f"no entry for {resumed[0]} in Dynamo's cache",
                 "error": f"the entry of {resumed[0]} in Dynamo's cache failed to load (torch logged why)",
                 }.get(owner[-1].state, f"not in the entry of {resumed[0]} in Dynamo's cache")
+
+
+def _sent_words(record: dict[str, Any]) -> str:
+    """What compile once did with a frame traced here."""
+    if record.get("abandoned"):
+        return f"this rank was the job's first to reach it; not sent to the others: {record['abandoned']}"
+    if record.get("bytes"):
+        return f"this rank was the job's first to reach it; sent to the others ({record['bytes'] / 1024:.0f} KiB)"
+    return str(record.get("source", ""))
 
 
 def _label(code_name: str) -> str:

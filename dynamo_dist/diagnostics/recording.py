@@ -232,7 +232,7 @@ class Recorder:
                 _safely(self.caches.fill, graph, mode)
             report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
             report.compile_once = self._compile_once or "on"
-        _safely(self.precompile.fill, report, rows, self.lowering)
+        _safely(self.precompile.fill, report, rows, self.lowering, self.caches.sources)
         report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
                          for cid, notes in self.notes.items()}
         return report

@@ -17,6 +17,8 @@ STOCK = "stock torch"
 TRACED = "traced here"
 LOADED = "loaded from Dynamo's cache"
 LOADED_THEN_TRACED = "loaded from Dynamo's cache, then traced here"
+LOADED_FROM_RANK = "loaded from rank {rank}"  # compile once: another rank of the job traced it
+LOADED_FROM_RANK_THEN_TRACED = "loaded from rank {rank}, then traced here"
 PACKAGED, DECLINED, NOT_SAVED = "packaged", "declined", "not saved"
 
 
@@ -90,7 +92,7 @@ class FrameOrigin:
     function: str  # as the user wrote it; a resume frame: "step after the break at line 12"
     file: str
     line: int
-    origin: str  # TRACED, LOADED or LOADED_THEN_TRACED
+    origin: str  # TRACED, LOADED, LOADED_THEN_TRACED, LOADED_FROM_RANK or LOADED_FROM_RANK_THEN_TRACED
     why: str = ""  # why a frame was traced although precompile was on (no entry, a failed load, its guards)
     compile_ids: list[str] = field(default_factory=list)  # the compiles of it in this process
     package: str = ""  # traced frames: PACKAGED, DECLINED or NOT_SAVED; "" for a frame only loaded
