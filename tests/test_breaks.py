@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch._dynamo.exc import InternalTorchDynamoError, Unsupported
 from torch._dynamo.utils import counters
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh
@@ -102,6 +102,29 @@ def test_private_attribute_of_a_submesh_made_inside_is_a_clean_break(world8):
     mesh = make_mesh((2, 4), ("dp", "tp"))
     with pytest.raises(Unsupported, match="dynamo_dist: unsupported DeviceMesh member"):
         torch.compile(submesh_private_attribute, backend="eager", fullgraph=True)(torch.ones(1), mesh)
+
+
+def _unfinished(mesh, *missing):
+    """A copy of ``mesh`` as its constructor leaves it before it sets ``missing``."""
+    copy = object.__new__(type(mesh))
+    copy.__dict__.update({k: v for k, v in vars(mesh).items() if k not in missing})
+    return copy
+
+
+@pytest.mark.parametrize("missing", [(), ("_coordinate_on_dim",), ("_dim_group_names", "_coordinate_on_dim")],
+                         ids=["nothing set", "no coordinate", "no groups"])
+def test_a_mesh_whose_construction_has_not_finished_is_a_clean_break(world8, missing):
+    """What Dynamo meets when it traces mesh construction: stock crashes."""
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    unfinished = _unfinished(mesh, *missing) if missing else DeviceMesh.__new__(DeviceMesh)
+    assert C.mesh_is_constructed(mesh) and C.mesh_is_constructed(mesh["tp"])
+    assert C.mesh_is_constructed(mesh._flatten("dp_tp")) and not C.mesh_is_constructed(unfinished)
+
+    def fn(x, m):
+        return x + len(getattr(m, "_mesh_dim_names", None) or ())
+
+    with pytest.raises(Unsupported, match="dynamo_dist: DeviceMesh under construction"):
+        torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1), unfinished)
 
 
 # 2.12's Dynamo (the 2.11 slot family with opaque meshes) can neither take

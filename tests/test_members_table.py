@@ -4,7 +4,8 @@ import pytest
 
 from devtools.coverage.cases import CASES
 from dynamo_dist.variables.base import DistObjectVariable
-from dynamo_dist.variables.members import ALL_TABLES, Kind, Member, MemberTable, MemberTableError
+from dynamo_dist.variables import ALL_TABLES
+from dynamo_dist.variables.members import Kind, Member, MemberTable, MemberTableError
 
 pytestmark = pytest.mark.release
 

@@ -243,7 +243,8 @@ def _dispatch_tables():
     from dynamo_dist.variables import dtensor
     from dynamo_dist.variables.device_mesh import DeviceMeshVariable
     from dynamo_dist.variables.functions import _FUNCTIONS, DistFunctionVariable
-    from dynamo_dist.variables.members import DTENSOR_MEMBERS, Kind
+    from dynamo_dist.variables.dtensor import DTENSOR_MEMBERS
+    from dynamo_dist.variables.members import Kind
     from dynamo_dist.variables.placement import PlacementVariable
     from dynamo_dist.variables.process_group import ProcessGroupVariable
 
@@ -275,9 +276,9 @@ def test_every_kind_has_a_handler_function():
 
 def test_no_tracker_branches_on_a_member_name():
     """Where a row has a Kind, its Kind decides: no ``name == "get_group"``."""
-    from dynamo_dist.variables.members import ALL_TABLES, C10D_GROUP_HELPERS
+    from dynamo_dist import tracked_types, variables  # noqa: F401  (variables: declares the types)
 
-    rows = {n for table in (*ALL_TABLES.values(), C10D_GROUP_HELPERS) for n in table}
+    rows = {n for record in tracked_types.records() if record.members is not None for n in record.members}
     found = []
     for module, tree in TREES.items():
         if not module.startswith(f"{PACKAGE}.variables.") or module.endswith(".members"):
@@ -314,7 +315,7 @@ def test_every_object_row_reaches_the_handler_of_its_kind(world8, monkeypatch, t
     from dynamo_dist.testing import make_mesh
     from dynamo_dist.variables.base import DistObjectVariable
     from dynamo_dist.variables.device_mesh import DeviceMeshVariable
-    from dynamo_dist.variables.members import ALL_TABLES
+    from dynamo_dist.variables import ALL_TABLES
     from dynamo_dist.variables.placement import PlacementVariable
     from dynamo_dist.variables.process_group import ProcessGroupVariable
 
@@ -363,7 +364,8 @@ def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
 
     from dynamo_dist import _compat as C
     from dynamo_dist.variables import dtensor
-    from dynamo_dist.variables.members import DTENSOR_MEMBERS, Kind
+    from dynamo_dist.variables.dtensor import DTENSOR_MEMBERS
+    from dynamo_dist.variables.members import Kind
 
     class FakeDTensorVar:
         source = None

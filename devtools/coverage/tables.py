@@ -13,7 +13,7 @@ import re
 from typing import Iterable
 
 from dynamo_dist import _compat as C
-from dynamo_dist.variables.members import ALL_TABLES
+from dynamo_dist.variables import ALL_TABLES
 
 from .cases import CASES
 

@@ -137,6 +137,26 @@ def mesh_eq_key(mesh: Any) -> tuple:
     return _mesh_eq_getter(mesh)
 
 
+# What a finished ``DeviceMesh.__init__`` has set (2.11 to 2.15), beyond the
+# fields ``__eq__`` compares: its root, the group behind each dim, and this
+# rank's coordinate, the last of them; the root's flatten table comes with the
+# root. A submesh's or flattened mesh's maker sets the groups after
+# ``__init__`` (``_init_backend=False``), so a mesh that has them is finished.
+_SET_BY_CONSTRUCTION: tuple[str, ...] = ("_root_mesh", "_dim_group_names", "_coordinate_on_dim")
+
+
+_CONSTRUCTED = (*MESH_EQ_FIELDS, *_SET_BY_CONSTRUCTION)
+
+
+def mesh_is_constructed(mesh: Any) -> bool:
+    """Whether ``mesh``'s construction has finished: every field its
+    fingerprint and its members read is set. Dynamo meets an unfinished mesh
+    only when it traces mesh construction (a frame inside
+    ``DeviceMesh.__init__``); a few ``hasattr`` (no fingerprint computed)."""
+    return all(hasattr(mesh, name) for name in _CONSTRUCTED) and \
+        hasattr(mesh._get_root_mesh(), "_flatten_mapping")
+
+
 def mesh_hash_key(mesh: Any) -> tuple | None:
     """``DeviceMesh._hash_key()`` (what ``hash(mesh)`` hashes), if this release has it."""
     key = getattr(mesh, "_hash_key", None)
@@ -206,11 +226,9 @@ def mesh_dim_index(mesh: Any, name: str) -> int:
 
 # -- the WORLD holders ----------------------------------------------------------
 
-
-
-def is_world_holder(value: Any) -> bool:
-    """``dist.group`` / ``dist.GroupMember`` (whose ``WORLD`` is the default group)."""
-    return type(value) is _WorldMeta
+# The class of ``dist.group`` / ``dist.GroupMember`` (whose ``WORLD`` is the
+# default group): each is a class of this metaclass.
+WORLD_HOLDER_TYPE: type = _WorldMeta
 
 
 # 2.11 / 2.12 stock tracks those with an in-tree ``WorldMetaClassVariable``

@@ -1,15 +1,17 @@
 """What ``install()`` changes in torch's compile caches: stable, sound keys
 for distributed programs (``caching/``).
 
-- Meshes pickle as their identity in the FX-graph and AOTAutograd cache keys
-  (``caching.keys``), and ``DeviceMesh._stable_hash`` (the AOTAutograd key of
-  a DTensor input) is that identity's digest.
+- Tracked objects pickle in the FX-graph cache key as their type declares
+  (``key_pickle``: a mesh as its identity, ``caching.keys``), and
+  ``DeviceMesh._stable_hash`` (the AOTAutograd key of a DTensor input) is a
+  mesh identity's digest.
 - Every key holds the redistribute planner's switches, and this rank
   unless ``compile_on_one_rank`` makes the graphs the same on every rank
   (``caching.keys.process_tag``).
-- A graph loaded from the cache gets its mesh constants back as this
-  process's meshes (stock leaves them ``None``), and torch's mesh ops it may
-  call are registered (torch registers them only while tracing).
+- A graph loaded from the cache gets its constants of a tracked type back as
+  that type declares (``on_cache_load``: a mesh as this process's mesh; stock
+  leaves them ``None``), and torch's mesh ops it may call are registered
+  (torch registers them only while tracing).
 - Under ``compile_on_one_rank``, a tensor on the current accelerator enters
   the keys without its device index where inductor's code is device-agnostic
   (``keys.key_device``), so the ranks of one node share keys.
@@ -31,23 +33,23 @@ from typing import Any, Callable
 import torch
 
 from .. import _compat as C
+from .. import tracked_types
 from ..caching import aot_key, baked_ops, keys, sdpa
 from ..compile_once import hooks as compile_once_hooks
 from .patches import Patches
 
 
-def _reduce_mesh_for_cache_key(mesh: Any) -> tuple:
-    return (str, (keys.keyed_mesh_identity(mesh),))
-
-
-def _with_live_meshes(unwrap: Any) -> Any:
-    """A graph loaded from the cache gets its mesh constants back, as this
-    process's meshes (``keys.live_mesh``); stock leaves them ``None``."""
+def _with_live_objects(unwrap: Any) -> Any:
+    """A graph loaded from the cache gets its constants of a tracked type
+    back as that type's declaration says (``on_cache_load``: a mesh is this
+    process's mesh of that identity, ``keys.live_mesh``); stock leaves them
+    ``None``."""
     def constants(self: Any, graph: Any) -> Any:
         values = unwrap(self, graph)
         for name, stored in C.caches.stored_opaque_constants(graph).items():
-            if name not in values and isinstance(stored, C.DeviceMesh):
-                values[name] = keys.live_mesh(stored)
+            record = tracked_types.find(stored) if name not in values else None
+            if record is not None and record.on_cache_load is not None:
+                values[name] = record.on_cache_load(stored)
         return values
 
     return constants
@@ -86,13 +88,13 @@ def cache_key_patches(p: Patches, *builders: Any) -> None:
     owner, name = C.caches.tensor_metadata_point()
     p.set(owner, name, _device_agnostic_metadata(getattr(owner, name)))
     for loader in C.caches.constants_loaders():
-        p.set(loader, "unwrap", _with_live_meshes(loader.__dict__["unwrap"]))
+        p.set(loader, "unwrap", _with_live_objects(loader.__dict__["unwrap"]))
     pickler = C.caches.fx_cache_pickler()
     original_init = pickler.__dict__["__init__"]
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
-        self.dispatch_table[C.DeviceMesh] = _reduce_mesh_for_cache_key
+        self.dispatch_table.update(tracked_types.key_picklers())
 
     p.set(pickler, "__init__", __init__)
     if C.caches.MESH_STABLE_HASH is not None:

@@ -71,7 +71,9 @@ from typing import Any
 from .. import _compat as C
 from ..aot import alias, rng_states
 from ..guards import dtensor as dtensor_guard
-from ..variables import dtensor, identity, registry
+from .. import tracked_types
+from ..variables import dtensor, identity
+from ..variables.build import build
 from ..variables.base import fold_builtin, folds_builtin
 from .caches import cache_key_patches, compile_once_patches
 from .patches import Patches
@@ -159,8 +161,9 @@ def remove(reset: bool = True) -> None:
 
 
 def _tracker_patches(p: Patches) -> None:
-    """Our trackers for sourced and sourceless values, and DTensor's methods
-    and attributes. Each hook keeps the original as ``__wrapped__``, which is
+    """Our trackers for sourced and sourceless values (``build``, which
+    dispatches on the declared tracked types), and DTensor's methods and
+    attributes. Each hook keeps the original as ``__wrapped__``, which is
     how ``C.stock`` reaches stock's own builders."""
     original_wrap = C.VariableBuilder._wrap
     original_create = C.SourcelessBuilder.__dict__["create"]
@@ -170,19 +173,19 @@ def _tracker_patches(p: Patches) -> None:
     def wrap_hook(self: Any, value: Any) -> Any:
         if act and C.collective.needs_resolving(self.source, value):
             return C.collective.wrap_resolved(self.tx, self.source, value)
-        tracker = registry.tracker_for_source(self.tx, self.source, value)
+        tracker = build(self.tx, value, self.source)
         if tracker is not None:
             return tracker
         return original_wrap(self, value)
 
     def create(tx: Any, value: Any) -> Any:
-        tracker = registry.tracker_for(value)
+        tracker = build(tx, value)
         if tracker is not None:
             return tracker
         return create_fn(tx, value)
 
     def fast_handler(tx: Any, value: Any) -> Any:
-        return registry.tracker_for(value)
+        return build(tx, value)
 
     original_call_method = C.TensorVariable.__dict__["call_method"]
 
@@ -209,7 +212,7 @@ def _tracker_patches(p: Patches) -> None:
     p.set(C.VariableBuilder, "_wrap", wrap_hook)
     p.set(C.SourcelessBuilder, "create", staticmethod(create))
     table = C.SourcelessBuilder._type_handlers
-    for t in registry.sourceless_types():
+    for t in tracked_types.fast_types():
         p.set_item(table, t, fast_handler)
     p.set(C.TensorVariable, "call_method", call_method)
     p.set(C.TensorVariable, getattr_slot, var_getattr)

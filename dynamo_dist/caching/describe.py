@@ -7,8 +7,10 @@ why the description is the whole of what the value does:
 
 - plain values (None, bool, int, float, complex, str, bytes, Ellipsis) and
   torch's value types (dtype, device, layout, memory format, ``torch.Size``):
-  by value; the value is all they are. Meshes, process groups and built-in
-  placements: by ``keys.constant_identity`` (layout and group names).
+  by value; the value is all they are. Tracked objects (meshes, process
+  groups, placements): by ``keys.constant_identity``, the key identity their
+  type declares (``tracked_types``; layout and group names); a tracked
+  object whose type declares none (a user's placement) is undescribable.
 - operators (``OpOverload``, ``OpOverloadPacket``, higher-order ops): by
   their registered name, which names the same operator in every process.
 - tuples, lists, sets, frozensets, dicts: by their items (dicts in insertion
@@ -64,11 +66,11 @@ from typing import Any, Iterator
 import torch
 
 from .. import _compat as C
+from .. import tracked_types
 from .keys import constant_identity
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_DESCRIBED_BY_IDENTITY = (C.DeviceMesh, C.ProcessGroup, C.Placement)
 
 # Builtins whose answer is a function of their arguments alone. Not ``id`` or
 # ``hash`` (an object's address; a str's hash changes with PYTHONHASHSEED),
@@ -291,7 +293,7 @@ class _Describer:
             return ("Ellipsis",)
         if isinstance(value, _TORCH_VALUES) or kind is torch.Size:
             return ("torch value", constant_identity(value))
-        if isinstance(value, _DESCRIBED_BY_IDENTITY):
+        if tracked_types.find(value) is not None:
             identity = constant_identity(value)
             if identity is None:
                 raise self._refuse(f"a {kind.__qualname__} with no stable identity (a user placement?)")

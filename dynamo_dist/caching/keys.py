@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _compat as C
+from .. import tracked_types
 from ..guards.mesh import known_fingerprint
 
 _PLAIN = (type(None), bool, int, float, str)
@@ -212,12 +213,34 @@ def constant_identity(value: Any) -> tuple | None:
             return None
         items = {k: constant_identity(v) for k, v in value.items()}
         return None if None in items.values() else ("dict", *sorted(items.items()))
-    if isinstance(value, C.DeviceMesh):
-        return ("mesh", keyed_mesh_identity(value))
-    if isinstance(value, C.Placement) and C.is_builtin_placement_type(type(value)):
-        args, kwargs = C.constructor_call(value)
-        inner = constant_identity((args, kwargs))
-        return None if inner is None else (f"{type(value).__module__}.{type(value).__qualname__}", inner)
-    if isinstance(value, C.ProcessGroup):
-        return ("group", value.group_name)
+    record = tracked_types.find(value)  # a tracked object: as its type declares
+    if record is not None and record.key_identity is not None:
+        return record.key_identity(value)
     return None
+
+
+# -- the key identity of each tracked type (its declaration names these) ------
+
+def mesh_key_identity(mesh: Any) -> tuple:
+    """A mesh: ``keyed_mesh_identity`` (its fingerprint as text, without the
+    coordinate; see the module doc)."""
+    return ("mesh", keyed_mesh_identity(mesh))
+
+
+def mesh_key_pickle(mesh: Any) -> tuple:
+    """A mesh in the FX-graph cache key: pickled as its identity text."""
+    return (str, (keyed_mesh_identity(mesh),))
+
+
+def group_key_identity(group: Any) -> tuple:
+    """A process group: its name, which names one group in every process
+    that made the same groups in the same order (what collectives name it by)."""
+    return ("group", group.group_name)
+
+
+def placement_key_identity(placement: Any) -> tuple | None:
+    """A built-in placement: its class and the constructor call that rebuilds
+    it (the fields that define it)."""
+    args, kwargs = C.constructor_call(placement)
+    inner = constant_identity((args, kwargs))
+    return None if inner is None else (f"{type(placement).__module__}.{type(placement).__qualname__}", inner)

@@ -24,7 +24,8 @@ def install_predicate(source: Any, expect: Callable[[Any], Any], check_from: Cal
     C.guard_predicate(source, expect, check_from, describe)
 
 
-def install_identity_guard(source: Any) -> None:
+def install_identity_guard(source: Any, value: Any = None) -> None:
     """The object at ``source`` is the same object (C++ ``ID_MATCH``; saved
-    by torch's precompile by name where it is a class or function)."""
+    by torch's precompile by name where it is a class or function). ``value``
+    (the object now) is not needed: its identity is the whole guard."""
     C.guard_identity(source)

@@ -16,7 +16,9 @@ from ._notes import note
 log = logging.getLogger("dynamo_dist.guards")
 
 
-def install_group_guard(source: Any) -> None:
+def install_group_guard(source: Any, group: Any = None) -> None:
+    """The group at ``source`` is the same object (``group``, the group now,
+    is not needed: its identity is the whole guard)."""
     log.debug("guard dynamo_dist: `%s` is the same ProcessGroup object (ID_MATCH)", source.name)
     C.guard_identity(source)
     note(source, "process_group")

@@ -1,16 +1,30 @@
 """dynamo_dist's VariableTrackers, one module per tracked type.
 
-Importing the package imports every tracker module, which registers its type
-in the sourceless table (``wrap.register``).
+Each of those modules defines its type's member table and tracker and
+declares the type (``dynamo_dist.tracked_types.declare``); ``build`` is the
+one entry point that dispatches on the declarations. Importing the package
+imports every one of them, in this order (the order of ``ALL_TABLES``).
 """
 
-from .device_mesh import DeviceMeshVariable
-from .dtensor import DTensorFunctionVariable
-from .functions import DistFunctionVariable
-from .placement import PlacementClassVariable, PlacementVariable
-from .process_group import ProcessGroupVariable
+from .. import tracked_types
+from .device_mesh import DEVICE_MESH_MEMBERS, DeviceMeshVariable
+from .placement import PLACEMENT_MEMBERS, PlacementClassVariable, PlacementVariable
+from .process_group import PROCESS_GROUP_MEMBERS, ProcessGroupVariable
+from .functions import DIST_FUNCTIONS, DistFunctionVariable
+from .dtensor import DTENSOR_MEMBERS, DTensorFunctionVariable
+from .members import MemberTable
+
+tracked_types.all_declared()
+
+# The member tables users meet, by type (the coverage page's tables, in its
+# order; the c10d helpers functional collectives call are internal).
+ALL_TABLES: dict[str, MemberTable] = {
+    table.name: table
+    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS)
+}
 
 __all__ = [
+    "ALL_TABLES",
     "DeviceMeshVariable",
     "DistFunctionVariable",
     "DTensorFunctionVariable",

@@ -20,6 +20,7 @@ import inspect
 from typing import Any, Callable, ClassVar, Mapping
 
 from .. import _compat as C
+from .. import tracked_types
 from .breaks import Break, describe, graph_break, log, raise_like_eager
 from .folding import NO_VALUE, constant_args, real_value
 from .identity import Identity
@@ -227,9 +228,8 @@ class DistObjectVariable(C.Tracker):
 
     # -- reconstruction ----------------------------------------------------
     def reconstruct(self, codegen: Any) -> None:
-        if self.rebuild is None:
-            graph_break(Break.NOT_RECONSTRUCTIBLE, context=repr(self.value), label=self.LABEL)
-        self.rebuild(codegen)
+        # An escaping object is made again as its type declares.
+        tracked_types.declaration(self.value).rebuild(self, codegen)
 
     # -- members -----------------------------------------------------------
     def vt_getattr(self, tx: Any, name: str) -> Any:

@@ -1,6 +1,8 @@
 """The classes of tracked objects: ``DeviceMesh``, ``ProcessGroup`` and
 every placement class (built-in or a user's subclass), however they are
-reached: a global (``Shard``), ``type(p)``, ``p.__class__``.
+reached: a global (``Shard``), ``type(p)``, ``p.__class__``. Each tracked
+type's declaration names the tracker of its class (``class_tracker``):
+``DistClassVariable`` or, for placements, a subclass that builds them.
 
 Identity and equality of a class are its own (``type(p) is Shard``,
 ``type(mesh) == DeviceMesh``, ``type(p) in (Shard, Replicate)``) and fold to
@@ -14,18 +16,11 @@ stock tracker answers.
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Any
 
 from .. import _compat as C
 from .importable import ImportableObjectVariable
-
-# A class is tracked when it is one of these or derives from one.
-TRACKED_BASES: tuple[type, ...] = (C.DeviceMesh, C.ProcessGroup, C.Placement)
-
-
-def is_tracked_class(value: Any) -> bool:
-    return inspect.isclass(value) and issubclass(value, TRACKED_BASES)
+from .rebuild import by_import
 
 
 def _importable(cls: type) -> bool:
@@ -79,6 +74,7 @@ class DistClassVariable(ImportableObjectVariable):
         return cache[key]
 
     def reconstruct(self, codegen: Any) -> None:
+        # By import where that finds this very class, else as stock would.
         if _importable(self.value):
-            return super().reconstruct(codegen)
+            return by_import(self, codegen)
         return self.stock_tracker(codegen.tx).reconstruct(codegen)

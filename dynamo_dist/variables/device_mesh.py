@@ -1,4 +1,5 @@
-"""DeviceMeshVariable: a mesh whose queries fold at trace time."""
+"""DeviceMesh: its member table, its tracker (``DeviceMeshVariable``, a mesh
+whose queries fold at trace time) and its declaration (``DEVICE_MESH``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,32 @@ from typing import Any, Callable, ClassVar, Mapping
 import torch.distributed as dist
 
 from .. import _compat as C
+from ..caching import keys
+from ..guards import install_mesh_guard
+from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable, Handler, group_member
-from .breaks import raise_like_eager
+from .breaks import Break, raise_like_eager
+from .classes import DistClassVariable
 from .folding import constant_args
-from .members import DEVICE_MESH_MEMBERS, Kind, Member
+from .members import TRACKED_GROUPS, TRACKED_MESH, Kind, Member, MemberTable
+from .rebuild import replay_derivation
 from .runtime_rank import runtime_coordinate, runtime_rank_in
-from .wrap import register
+
+DEVICE_MESH_MEMBERS = MemberTable("DeviceMesh", {
+    "ndim": Member(Kind.FOLD),
+    "shape": Member(Kind.FOLD),
+    "size": Member(Kind.FOLD, method=True),
+    "mesh_dim_names": Member(Kind.FOLD),
+    "device_type": Member(Kind.FOLD),
+    "get_rank": Member(Kind.RANK, method=True),
+    "get_local_rank": Member(Kind.RANK, method=True),
+    "get_coordinate": Member(Kind.RANK, method=True),
+    "__getitem__": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
+    "_flatten": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
+    "get_group": Member(Kind.GROUP, method=True),
+    "get_all_groups": Member(Kind.FOLD, method=True, outcome=TRACKED_GROUPS),
+    "mesh": Member(Kind.TENSOR),
+})
 
 
 def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
@@ -117,4 +138,24 @@ def group_follows_mesh(mesh: Any, index: int) -> bool:
 DEVICE_MESH_MEMBERS.require_named_handlers(DeviceMeshVariable.RUNTIME_RANK, "DeviceMeshVariable.RUNTIME_RANK",
                                            lambda name, member: member.kind is Kind.RANK)
 
-register(C.DeviceMesh, lambda value, rebuild: DeviceMeshVariable(value, rebuild=rebuild))
+DEVICE_MESH = declare(TrackedType(
+    name="DeviceMesh",
+    python_type=C.DeviceMesh,
+    tracker=DeviceMeshVariable,
+    members=DEVICE_MESH_MEMBERS,
+    # Identity fast path, else the fingerprint (guards/mesh.py); a mesh whose
+    # constructor has not finished has none: a clean break, its frame runs eagerly.
+    guard=install_mesh_guard,
+    ready=C.mesh_is_constructed,
+    not_ready=Break.MESH_UNDER_CONSTRUCTION,
+    # Its groups, layout and its root's flattened meshes (caching/keys.py).
+    key_identity=keys.mesh_key_identity,
+    key_pickle=keys.mesh_key_pickle,
+    # A submesh or a mesh read from a DTensor made in the frame: its recipe.
+    rebuild=replay_derivation,
+    # A cached graph's mesh constant: this process's mesh of that identity.
+    on_cache_load=keys.live_mesh,
+    fast_types=(C.DeviceMesh,),
+    sourceless=True,
+    class_tracker=DistClassVariable,
+))

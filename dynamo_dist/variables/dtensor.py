@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import zlib
 from typing import Any, Callable
 
@@ -27,12 +28,28 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .. import _compat as C
 from ..caching import baked_ops
+from ..guards import install_identity_guard
+from ..tracked_types import TrackedType, declare
 from .breaks import Break, describe, describe_call, graph_break, log
+from .build import build
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
 from .importable import ImportableObjectVariable
-from .members import DTENSOR_MEMBERS, Kind
-from .wrap import tracker_for
+from .members import TRACKED_MESH, Kind, Member, MemberTable
+from .rebuild import from_source
+
+# DTensor members and functions. Attributes are read through the trackers
+# above; the operations become one graph call each (variables/dtensor.py).
+DTENSOR_MEMBERS = MemberTable("DTensor", {
+    "placements": Member(Kind.FOLD),
+    "device_mesh": Member(Kind.FOLD, outcome=TRACKED_MESH),
+    "_spec": Member(Kind.FOLD),
+    "from_local": Member(Kind.DTENSOR_OP, method=True),
+    "to_local": Member(Kind.DTENSOR_OP, method=True),
+    "redistribute": Member(Kind.DTENSOR_OP, method=True),
+    "full_tensor": Member(Kind.DTENSOR_OP, method=True),
+    "distribute_tensor": Member(Kind.DTENSOR_OP, method=True),
+})
 
 # The DTensor table drives this module: DTENSOR_OP rows are operations
 # (``DTensor`` methods, or functions: static methods of ``DTensor`` and
@@ -117,7 +134,7 @@ def _fold_attribute(tx: Any, value: Any) -> Any:
         return known_meshes(tx).get(id(value))
     if not isinstance(value, (tuple, list)):
         return None
-    items = [tracker_for(p) for p in value]
+    items = [build(tx, p) for p in value]
     if any(i is None or i.rebuild is None and not C.is_builtin_placement_type(type(i.value)) for i in items):
         return None
     return C.make_tuple(items)
@@ -175,9 +192,6 @@ class DTensorFunctionVariable(ImportableObjectVariable):
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)
         self.name = name
-
-    def reconstruct(self, codegen: Any) -> None:
-        codegen(self.source)  # DTensor.from_local is not importable by its qualname
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         handled = _FUNCTION_HANDLERS[self.name](tx, args, kwargs)
@@ -308,3 +322,15 @@ DTENSOR_MEMBERS.require_handlers({Kind.DTENSOR_OP: call_method}, "dtensor.call_m
                                  lambda name, member: member.method and not _is_function_row(name))
 DTENSOR_MEMBERS.require_named_handlers(_FUNCTION_HANDLERS, "dtensor._FUNCTION_HANDLERS",
                                        lambda name, member: member.method and _is_function_row(name))
+
+DTENSOR_FUNCTION = declare(TrackedType(
+    name="DTensor function",
+    python_type=types.FunctionType,
+    objects=dtensor_functions,
+    tracker=DTensorFunctionVariable,
+    # Its attributes and methods are read through Dynamo's tensor tracker,
+    # which ``_hooks`` sends here (``var_getattr``, ``call_method``).
+    members=DTENSOR_MEMBERS,
+    guard=install_identity_guard,
+    rebuild=from_source,
+))

@@ -1,9 +1,12 @@
 """torch.distributed functions that fold (``dist.get_rank(pg)`` ...) or break
-cleanly (``init_device_mesh`` inside a compiled region)."""
+cleanly (``init_device_mesh`` inside a compiled region): their member
+tables, their tracker and their declarations (``DIST_FUNCTION``, and
+``C10D_GROUP_HELPER`` for the c10d helpers functional collectives call)."""
 
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any, Callable, ClassVar, Mapping
 
 import torch.distributed as dist
@@ -11,30 +14,78 @@ import torch.distributed.device_mesh
 import torch.distributed.distributed_c10d as c10d
 
 from .. import _compat as C
-from ..guards import install_default_group_guard
+from ..guards import install_default_group_guard, install_identity_guard
+from ..tracked_types import TrackedType, declare
 from .breaks import Break, describe, describe_call, graph_break, log, raise_like_eager
 from .folding import constant_args
 from .importable import ImportableObjectVariable
-from .members import C10D_GROUP_HELPERS, DIST_FUNCTIONS, Kind, Member
+from .members import Kind, Member, MemberTable
 from .process_group import ProcessGroupVariable, runtime_group_rank
-from .rebuild import Rebuild
+from .rebuild import Rebuild, by_import
 from .runtime_rank import runtime_rank_in
 from .wrap import wrap_value
+
+# torch.distributed functions that fold when given tracked groups.
+DIST_FUNCTIONS = MemberTable("torch.distributed", {
+    "get_rank": Member(Kind.RANK, method=True),
+    "get_world_size": Member(Kind.FOLD, method=True),
+    "get_process_group_ranks": Member(Kind.FOLD, method=True),
+    "get_backend": Member(Kind.FOLD, method=True),
+    "is_initialized": Member(Kind.FOLD, method=True),
+    "get_group_rank": Member(Kind.FOLD, method=True),
+    "get_global_rank": Member(Kind.FOLD, method=True),
+    "init_device_mesh": Member(
+        Kind.BREAK,
+        method=True,
+        hint="Create the mesh once, outside the compiled function, and pass it in "
+        "(or read it from a global).",
+    ),
+    "new_group": Member(
+        Kind.BREAK,
+        method=True,
+        hint="Create process groups outside the compiled function and pass them in.",
+    ),
+}, calls_only=True)
+
+# c10d helpers that functional collectives call on the group they are given
+# (stock folds them only for its own group tracker). Internal: not in the
+# coverage table; the funcol cases exercise them.
+C10D_GROUP_HELPERS = MemberTable("c10d", {
+    name: Member(Kind.FOLD, method=True)
+    for name in ("_get_group_size_by_name", "_get_group_tag", "_rank_not_in_group",
+                 "_resolve_group_name_by_ranks_and_tag")
+}, calls_only=True)
 
 _FUNCTIONS = {**DIST_FUNCTIONS, **C10D_GROUP_HELPERS}
 # Where the table's functions are found, in order.
 _MODULES = (dist, c10d, torch.distributed.device_mesh)
 
 
-@functools.cache
-def dist_functions() -> dict[Any, str]:
-    """The function objects we handle, mapped to their table name."""
+def _functions_of(table: MemberTable) -> dict[Any, str]:
     found = {}
-    for name in _FUNCTIONS:
+    for name in table:
         fn = next((getattr(m, name) for m in _MODULES if hasattr(m, name)), None)
         if fn is not None:
             found[fn] = name
     return found
+
+
+@functools.cache
+def user_functions() -> dict[Any, str]:
+    """The functions of ``DIST_FUNCTIONS``, mapped to their table name."""
+    return _functions_of(DIST_FUNCTIONS)
+
+
+@functools.cache
+def group_helpers() -> dict[Any, str]:
+    """The functions of ``C10D_GROUP_HELPERS``, mapped to their table name."""
+    return _functions_of(C10D_GROUP_HELPERS)
+
+
+@functools.cache
+def dist_functions() -> dict[Any, str]:
+    """The function objects we handle, mapped to their table name."""
+    return {**user_functions(), **group_helpers()}
 
 
 # -- the handler of each Kind ------------------------------------------------
@@ -98,3 +149,14 @@ class DistFunctionVariable(ImportableObjectVariable):
 
 DIST_FUNCTIONS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")
 C10D_GROUP_HELPERS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")
+
+
+def _functions(name: str, objects: Callable[[], dict[Any, str]], members: MemberTable) -> TrackedType:
+    """The functions of a table: folded or broken as their rows say, each
+    guarded as itself and rebuilt by import."""
+    return TrackedType(name=name, python_type=types.FunctionType, objects=objects, tracker=DistFunctionVariable,
+                       members=members, guard=install_identity_guard, rebuild=by_import)
+
+
+DIST_FUNCTION = declare(_functions("torch.distributed function", user_functions, DIST_FUNCTIONS))
+C10D_GROUP_HELPER = declare(_functions("c10d group helper", group_helpers, C10D_GROUP_HELPERS))

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _compat as C
+from .. import tracked_types
 from .identity import Identity
 
 
 class ImportableObjectVariable(C.ValueTracker):
     """A module-level class or function of torch.distributed (``Shard``,
-    ``dist.get_rank``): a constant, compared by identity, rebuilt by import."""
+    ``dist.get_rank``): a constant, compared by identity, rebuilt as its type
+    declares (by import)."""
 
     def as_python_constant(self) -> Any:
         return self.value
@@ -37,4 +39,5 @@ class ImportableObjectVariable(C.ValueTracker):
         return C.constant(hasattr(self.value, name))
 
     def reconstruct(self, codegen: Any) -> None:
-        C.emit_import(codegen, self.value.__module__, self.value.__qualname__)
+        # As its type declares (by import, or from its source).
+        tracked_types.declaration(self.value).rebuild(self, codegen)

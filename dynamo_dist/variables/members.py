@@ -1,7 +1,10 @@
 """Declarative member tables: one row per member of a tracked distributed type.
 
-The same tables drive the trackers (``variables/*.py``), the coverage page
-(``python -m devtools coverage``) and the tests that walk them. A member
+Each table is defined in the module of its type, beside the tracker that
+reads it and the type's declaration (``dynamo_dist.tracked_types``); this
+module holds what they are made of. The same tables drive the trackers, the
+coverage page (``python -m devtools coverage``, through
+``variables.ALL_TABLES``) and the tests that walk them. A member
 not listed here is handled by the fallback described in
 ``base.DistObjectVariable.unknown_member``; each ``Kind`` selects one handler
 function in the table of the tracker that reads the rows
@@ -162,97 +165,3 @@ class MemberTable(Mapping[str, Member]):
                   for name, handler in handlers.items() if not callable(handler)]
         if found:
             raise MemberTableError(f"member table {self.name!r}: " + "; ".join(found))
-
-
-DEVICE_MESH_MEMBERS = MemberTable("DeviceMesh", {
-    "ndim": Member(Kind.FOLD),
-    "shape": Member(Kind.FOLD),
-    "size": Member(Kind.FOLD, method=True),
-    "mesh_dim_names": Member(Kind.FOLD),
-    "device_type": Member(Kind.FOLD),
-    "get_rank": Member(Kind.RANK, method=True),
-    "get_local_rank": Member(Kind.RANK, method=True),
-    "get_coordinate": Member(Kind.RANK, method=True),
-    "__getitem__": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
-    "_flatten": Member(Kind.FOLD, method=True, outcome=TRACKED_MESH),
-    "get_group": Member(Kind.GROUP, method=True),
-    "get_all_groups": Member(Kind.FOLD, method=True, outcome=TRACKED_GROUPS),
-    "mesh": Member(Kind.TENSOR),
-})
-
-PLACEMENT_MEMBERS = MemberTable("Placement", {
-    "is_shard": Member(Kind.FOLD, method=True),
-    "is_replicate": Member(Kind.FOLD, method=True),
-    "is_partial": Member(Kind.FOLD, method=True),
-    "dim": Member(Kind.FOLD),
-    "reduce_op": Member(Kind.FOLD),
-    "split_factor": Member(Kind.FOLD),
-})
-
-PROCESS_GROUP_MEMBERS = MemberTable("ProcessGroup", {
-    "rank": Member(Kind.RANK, method=True),
-    "size": Member(Kind.FOLD, method=True),
-    "group_name": Member(Kind.FOLD),
-    "group_desc": Member(Kind.FOLD),
-    "_get_backend_name": Member(Kind.FOLD, method=True),
-    "name": Member(Kind.FOLD, method=True),
-    **{
-        op: Member(
-            Kind.BREAK,
-            method=True,
-            hint="Use the functional collectives, which compile into the graph: "
-            "torch.distributed._functional_collectives.all_reduce(t, 'sum', pg), "
-            "all_gather_tensor, reduce_scatter_tensor, all_to_all_single.",
-        )
-        for op in ("allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall", "barrier", "send", "recv")
-    },
-})
-
-# torch.distributed functions that fold when given tracked groups.
-DIST_FUNCTIONS = MemberTable("torch.distributed", {
-    "get_rank": Member(Kind.RANK, method=True),
-    "get_world_size": Member(Kind.FOLD, method=True),
-    "get_process_group_ranks": Member(Kind.FOLD, method=True),
-    "get_backend": Member(Kind.FOLD, method=True),
-    "is_initialized": Member(Kind.FOLD, method=True),
-    "get_group_rank": Member(Kind.FOLD, method=True),
-    "get_global_rank": Member(Kind.FOLD, method=True),
-    "init_device_mesh": Member(
-        Kind.BREAK,
-        method=True,
-        hint="Create the mesh once, outside the compiled function, and pass it in "
-        "(or read it from a global).",
-    ),
-    "new_group": Member(
-        Kind.BREAK,
-        method=True,
-        hint="Create process groups outside the compiled function and pass them in.",
-    ),
-}, calls_only=True)
-
-# c10d helpers that functional collectives call on the group they are given
-# (stock folds them only for its own group tracker). Internal: not in the
-# coverage table; the funcol cases exercise them.
-C10D_GROUP_HELPERS = MemberTable("c10d", {
-    name: Member(Kind.FOLD, method=True)
-    for name in ("_get_group_size_by_name", "_get_group_tag", "_rank_not_in_group",
-                 "_resolve_group_name_by_ranks_and_tag")
-}, calls_only=True)
-
-# DTensor members and functions. Attributes are read through the trackers
-# above; the operations become one graph call each (variables/dtensor.py).
-DTENSOR_MEMBERS = MemberTable("DTensor", {
-    "placements": Member(Kind.FOLD),
-    "device_mesh": Member(Kind.FOLD, outcome=TRACKED_MESH),
-    "_spec": Member(Kind.FOLD),
-    "from_local": Member(Kind.DTENSOR_OP, method=True),
-    "to_local": Member(Kind.DTENSOR_OP, method=True),
-    "redistribute": Member(Kind.DTENSOR_OP, method=True),
-    "full_tensor": Member(Kind.DTENSOR_OP, method=True),
-    "distribute_tensor": Member(Kind.DTENSOR_OP, method=True),
-})
-
-ALL_TABLES: dict[str, MemberTable] = {
-    table.name: table
-    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS)
-}

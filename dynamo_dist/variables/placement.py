@@ -1,5 +1,7 @@
-"""Placement trackers: instances (Shard(0), Partial("max"), ...) and the
-placement classes themselves (so ``Shard(1)`` and ``isinstance`` trace).
+"""Placements: their member table, the trackers of instances (Shard(0),
+Partial("max"), ...) and of the placement classes themselves (so ``Shard(1)``
+and ``isinstance`` trace), and two declarations: built-in placements
+(``BUILTIN_PLACEMENT``) and users' (``USER_PLACEMENT``).
 
 Which placements are built in, and the fields that rebuild and guard them,
 is one table: ``_compat.BUILTIN_PLACEMENTS``.
@@ -11,13 +13,25 @@ import inspect
 from typing import Any
 
 from .. import _compat as C
+from ..caching import keys
+from ..guards import install_placement_guard
+from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable
 from .breaks import raise_like_eager
 from .folding import constant_args
 from .identity import Identity
 from .classes import DistClassVariable
-from .members import PLACEMENT_MEMBERS
-from .wrap import register
+from .members import Kind, Member, MemberTable
+from .rebuild import replay_derivation
+
+PLACEMENT_MEMBERS = MemberTable("Placement", {
+    "is_shard": Member(Kind.FOLD, method=True),
+    "is_replicate": Member(Kind.FOLD, method=True),
+    "is_partial": Member(Kind.FOLD, method=True),
+    "dim": Member(Kind.FOLD),
+    "reduce_op": Member(Kind.FOLD),
+    "split_factor": Member(Kind.FOLD),
+})
 
 # Kept importable from here (callers outside the core use these names).
 constructor_call = C.constructor_call
@@ -47,19 +61,6 @@ class PlacementVariable(DistObjectVariable):
         # A placement argument to a graph op is a constant in the node's
         # arguments, as in stock (value-type opaque objects).
         return self.value
-
-    def reconstruct(self, codegen: Any) -> None:
-        if self.rebuild is not None:
-            return self.rebuild(codegen)
-        # Escaping placement: call its constructor in bytecode.
-        cls = type(self.value)
-        try:
-            args, kwargs = C.constructor_call(self.value)
-            if not all(C.is_literal(v) for v in (*args, *kwargs.values())):
-                raise TypeError("non-literal constructor argument")
-        except Exception:
-            return super().reconstruct(codegen)
-        C.emit_call_import(codegen, cls.__module__, cls.__qualname__, args, kwargs)
 
     def unknown_member(self, tx: Any, name: str, call: tuple | None) -> Any:
         # A user-defined Placement subclass: its own pure-Python methods are
@@ -111,9 +112,66 @@ class UserPlacementClassVariable(DistClassVariable):
         return PlacementVariable(built.as_python_constant(), fresh=True)
 
 
-def _placement_tracker(value: Any, rebuild: Any) -> PlacementVariable:
-    # Built-in placements rebuild by constructor; others need the recipe.
-    return PlacementVariable(value, rebuild=None if C.is_builtin_placement_type(type(value)) else rebuild)
+# -- how an escaping placement is made again ------------------------------------
+
+def by_constructor(vt: PlacementVariable, codegen: Any) -> None:
+    """Its constructor called in bytecode (``Shard(1)``), where its arguments
+    are literals; else its recipe, if it has one."""
+    cls = type(vt.value)
+    try:
+        args, kwargs = C.constructor_call(vt.value)
+        if not all(C.is_literal(v) for v in (*args, *kwargs.values())):
+            raise TypeError("non-literal constructor argument")
+    except Exception:
+        return replay_derivation(vt, codegen)
+    C.emit_call_import(codegen, cls.__module__, cls.__qualname__, args, kwargs)
 
 
-register(C.Placement, _placement_tracker)
+def by_recipe_or_constructor(vt: PlacementVariable, codegen: Any) -> None:
+    """A user's placement: by its recipe when it was derived from a tracked
+    object (its class may not be importable), else by its constructor."""
+    if vt.rebuild is not None:
+        return vt.rebuild(codegen)
+    return by_constructor(vt, codegen)
+
+
+def builtin_placement(value: Any, source: Any = None, rebuild: Any = None) -> PlacementVariable:
+    """A built-in placement's tracker: it rebuilds by its constructor, so
+    the recipe of a derived one is not kept."""
+    return PlacementVariable(value, source=source)
+
+
+def is_user_placement_type(cls: type) -> bool:
+    return not C.is_builtin_placement_type(cls)
+
+
+BUILTIN_PLACEMENT = declare(TrackedType(
+    name="built-in placement",
+    python_type=C.Placement,
+    kind=C.is_builtin_placement_type,
+    tracker=builtin_placement,
+    members=PLACEMENT_MEMBERS,
+    # Exact type and the fields that define it, C++ guards only
+    # (guards/placement.py; torch's other built-ins: their own equality).
+    guard=install_placement_guard,
+    # Its class and constructor call.
+    key_identity=keys.placement_key_identity,
+    rebuild=by_constructor,
+    fast_types=C.PLACEMENT_TYPES,
+    sourceless=True,
+    class_tracker=PlacementClassVariable,
+))
+
+USER_PLACEMENT = declare(TrackedType(
+    name="user placement",
+    python_type=C.Placement,
+    kind=is_user_placement_type,
+    tracker=PlacementVariable,
+    members=PLACEMENT_MEMBERS,
+    # Exact type, its own equality and equal instance state.
+    guard=install_placement_guard,
+    # No key identity: its class is the user's code, which a key does not hold.
+    rebuild=by_recipe_or_constructor,
+    sourceless=True,
+    class_tracker=UserPlacementClassVariable,
+))

@@ -1,4 +1,7 @@
-"""ProcessGroupVariable: a process group whose queries fold at trace time."""
+"""ProcessGroup: its member table, its tracker (``ProcessGroupVariable``, a
+process group whose queries fold at trace time) and its declaration
+(``PROCESS_GROUP``); and the holders of the default group on 2.11 / 2.12
+(``WORLD_HOLDER``)."""
 
 from __future__ import annotations
 
@@ -7,11 +10,34 @@ from typing import Any
 import torch.distributed as dist
 
 from .. import _compat as C
+from ..caching import keys
+from ..guards import install_group_guard
+from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable
+from .classes import DistClassVariable
 from .identity import Identity
-from .members import PROCESS_GROUP_MEMBERS
+from .members import Kind, Member, MemberTable
+from .rebuild import replay_derivation
 from .runtime_rank import runtime_coordinate, runtime_rank_in
-from .wrap import register
+
+PROCESS_GROUP_MEMBERS = MemberTable("ProcessGroup", {
+    "rank": Member(Kind.RANK, method=True),
+    "size": Member(Kind.FOLD, method=True),
+    "group_name": Member(Kind.FOLD),
+    "group_desc": Member(Kind.FOLD),
+    "_get_backend_name": Member(Kind.FOLD, method=True),
+    "name": Member(Kind.FOLD, method=True),
+    **{
+        op: Member(
+            Kind.BREAK,
+            method=True,
+            hint="Use the functional collectives, which compile into the graph: "
+            "torch.distributed._functional_collectives.all_reduce(t, 'sum', pg), "
+            "all_gather_tensor, reduce_scatter_tensor, all_to_all_single.",
+        )
+        for op in ("allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall", "barrier", "send", "recv")
+    },
+})
 
 
 class WorldHolderVariable(C.ValueTracker):
@@ -63,4 +89,27 @@ def runtime_group_rank(tx: Any, group: ProcessGroupVariable) -> Any:
     return runtime_rank_in(tx, dist.get_process_group_ranks(group.value))
 
 
-register(C.ProcessGroup, lambda value, rebuild: ProcessGroupVariable(value, rebuild=rebuild))
+PROCESS_GROUP = declare(TrackedType(
+    name="ProcessGroup",
+    python_type=C.ProcessGroup,
+    tracker=ProcessGroupVariable,
+    members=PROCESS_GROUP_MEMBERS,
+    # Identity (C++ ID_MATCH): a different group recompiles.
+    guard=install_group_guard,
+    # Its name (caching/keys.py).
+    key_identity=keys.group_key_identity,
+    # A mesh dim's group: replayed on its mesh (``mesh.get_group(1)``).
+    rebuild=replay_derivation,
+    fast_types=(C.ProcessGroup,),
+    sourceless=True,
+    class_tracker=DistClassVariable,
+))
+
+if C.STOCK_TRACKS_WORLD_HOLDERS:  # where stock has a tracker of its own for them
+    WORLD_HOLDER = declare(TrackedType(
+        name="dist.group / dist.GroupMember",
+        python_type=C.WORLD_HOLDER_TYPE,
+        # Only as read from a source, with no guard of its own: its ``WORLD``
+        # is identity-guarded where it is read, and reloads from it.
+        tracker=WorldHolderVariable,
+    ))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .. import _compat as C
+from .breaks import Break, graph_break
 
 
 @dataclass(frozen=True)
@@ -124,3 +125,25 @@ def step_for(tracker: Any, step: Step) -> Rebuild:
     if tracker.source is None and rebuild is not None:
         return rebuild.then(step)
     return Rebuild(tracker, (step,))
+
+
+# -- how a tracked type is rebuilt (a declaration's ``rebuild``) ---------------
+# rebuild(tracker, codegen): emit the bytecode that makes the object again.
+
+def replay_derivation(vt: Any, codegen: Any) -> None:
+    """By its recipe (``mesh["tp"]`` replayed on the mesh it came from); an
+    object with none (not derived from a reconstructible one) is a clean break."""
+    if vt.rebuild is None:
+        graph_break(Break.NOT_RECONSTRUCTIBLE, context=repr(vt.value), label=vt.LABEL)
+    vt.rebuild(codegen)
+
+
+def by_import(vt: Any, codegen: Any) -> None:
+    """A module-level function or class: imported by its qualified name."""
+    C.emit_import(codegen, vt.value.__module__, vt.value.__qualname__)
+
+
+def from_source(vt: Any, codegen: Any) -> None:
+    """Loaded again from where it was read (``DTensor.from_local`` is not
+    importable by its qualified name)."""
+    codegen(vt.source)

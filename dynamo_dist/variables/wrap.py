@@ -1,41 +1,19 @@
 """Answers of folded queries as trackers.
 
-Which tracker a distributed object gets is a type -> factory table that each
-tracker module fills in when it is imported (``register``). This inverts the
-dependency: the base tracker wraps its answers through this table without
-importing the tracker modules that subclass it (``variables/__init__``
-imports them all, so the table is complete before any tracing).
+A query's answer that is a tracked object stays tracked (``build`` with the
+recipe that recreates it from the object queried); constants fold; tuples
+and lists are wrapped item by item.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import _compat as C
+from .. import tracked_types
 from .breaks import Break, graph_break
+from .build import build
 from .rebuild import GetItem, Rebuild
-
-# (base type, factory(value, rebuild) -> tracker), checked with isinstance.
-_FACTORIES: list[tuple[type, Callable[[Any, Any], Any]]] = []
-_TYPES: tuple[type, ...] = ()
-
-
-def register(cls: type, factory: Callable[[Any, Any], Any]) -> None:
-    """Instances of ``cls`` built or derived during tracing get ``factory(value, rebuild)``."""
-    global _TYPES
-    _FACTORIES.append((cls, factory))
-    _TYPES = tuple(c for c, _ in _FACTORIES)
-
-
-def tracker_for(value: Any, rebuild: Rebuild | None = None) -> Any:
-    """A tracker for a value with no source of its own (built or derived
-    during tracing), or None if it is not a distributed object."""
-    if not isinstance(value, _TYPES):  # the common case: one check
-        return None
-    for cls, factory in _FACTORIES:
-        if isinstance(value, cls):
-            return factory(value, rebuild)
-    return None
 
 
 def foldable(value: Any) -> bool:
@@ -43,12 +21,12 @@ def foldable(value: Any) -> bool:
     and tuples/lists of them)?"""
     if isinstance(value, (tuple, list)):
         return all(foldable(v) for v in value)
-    return C.is_literal(value) or isinstance(value, _TYPES)
+    return C.is_literal(value) or tracked_types.find(value) is not None
 
 
 def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> Any:
     """Wrap a query's answer: constants fold, distributed objects stay tracked."""
-    tracker = tracker_for(value, rebuild)
+    tracker = build(tx, value, rebuild=rebuild)
     if tracker is not None:
         return tracker
     if isinstance(value, (tuple, list)):
