@@ -11,7 +11,8 @@ many frames were traced in this process: 0 where the frame was loaded from
 Dynamo's cache. Options perturb the second process the way a restart may
 differ: ``world`` (its size), ``shift`` (its groups made in another order,
 so each group has another name), ``version`` (another plugin version),
-``flatten`` (the mesh flattened).
+``flatten`` (the mesh flattened), ``registered`` (False: a registry that
+one of torch's own guards reads by position holds fewer entries).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 import dynamo_dist
+import helpers
 from dynamo_dist import _version
 from dynamo_dist.demo.models import SIZES, build_model, make_input
 from dynamo_dist.testing import fake_world, make_mesh
@@ -40,8 +42,22 @@ class Rows(Shard):
         self.rows = rows
 
 
-def kinds(world: int) -> dict:
-    """Each kind of plugin guard: (function, arguments)."""
+class Other:
+    """A class registered before ``Recorded``: the saving process's
+    registry holds it, the loading one may not."""
+
+
+class Recorded(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * helpers.REGISTRY.get(self).get("scale", 1)
+
+
+def kinds(world: int, registered: bool = True) -> dict:
+    """Each kind of plugin guard: (function, arguments); the last, a frame
+    whose saved guards cannot be rebuilt where ``registered`` is False."""
+    if registered:
+        helpers.REGISTRY[str(Other)] = {"scale": 2}
+    helpers.REGISTRY[str(Recorded)] = {"scale": 3}
     pair = dist.new_group([0, 1])
     mesh = make_mesh((2, world // 2), ("dp", "tp"))
     local = torch.arange(4, dtype=torch.float32).reshape(2, 2)
@@ -81,10 +97,12 @@ def kinds(world: int) -> dict:
         "spec": (spec, (dtensor,)),
         "class": (tracked_class, (x, Shard(0))),
         "same_object": (same_object, (x, pair, pair)),
+        "registry": (Recorded(), (x,)),
     }
 
 
-def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False) -> dict:
+def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
+        registered: bool = True) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -94,7 +112,7 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
     with fake_world(world, rank=0):
         if shift:
             dist.new_group([world - 2, world - 1])
-        programs = kinds(world)
+        programs = kinds(world, registered)
         if flatten:
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")

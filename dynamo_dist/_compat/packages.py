@@ -33,8 +33,8 @@ import types
 from typing import Any
 
 from torch._dynamo.convert_frame import ConvertFrameAssert, get_compile_id
-from torch._dynamo.package import (DynamoCache, PrecompileCacheEntry, SerializedCode, load_guard_manager,
-                                   load_guards_state)
+from torch._dynamo.package import (CompilePackage, DynamoCache, PrecompileCacheEntry, SerializedCode,
+                                   load_guard_manager, load_guards_state)
 from torch._dynamo.precompile_context import PrecompileContext
 from torch._dynamo.types import ConvertFrameReturn, GuardedCode, wrap_guarded_code
 
@@ -43,6 +43,47 @@ from .dynamo import precompile_caching
 # Where Dynamo converts one frame (traces it and builds its guarded code).
 FRAME_CONVERSION_POINT: tuple[Any, str] = (ConvertFrameAssert, "__call__")
 RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+# Where ``torch.compile`` installs a package read from Dynamo's cache
+# (``_TorchDynamoContext.__call__`` with ``caching_precompile``). torch
+# catches only a RuntimeError there, then traces the function afresh. A saved
+# guard can fail to rebuild with another error in a process whose state
+# differs from the saving one: torch's CONSTANT_MATCH on a dict key read by
+# position (``list(dict.keys(registry))[2]``) raises IndexError in a process
+# whose registry holds fewer entries (HF transformers' output-capturing
+# registry holds every model class built so far). Stock crashes inside
+# ``torch.compile`` there, and its fallback would refuse the package as
+# already initialized.
+PACKAGE_INSTALL_POINT: tuple[Any, str] = (CompilePackage, "install")
+
+
+class LoadedGuardError(RuntimeError):
+    """A package read from Dynamo's cache could not be installed in this
+    process; torch traces the function afresh."""
+
+
+def install_or_trace(original: Any) -> Any:
+    """``CompilePackage.install`` that, when installing fails with an error
+    torch does not catch, undoes what it installed, leaves the package
+    uninitialized and raises ``LoadedGuardError``, so ``torch.compile``
+    traces the function as if its cache held nothing."""
+
+    def install(self: Any, backends: Any) -> None:
+        try:
+            original(self, backends)
+        except RuntimeError:
+            raise
+        except Exception as e:
+            try:
+                self.uninstall()
+            finally:
+                self._initialized = False
+            raise LoadedGuardError(
+                f"dynamo_dist: a saved entry of {getattr(self._innermost_fn, '__qualname__', self._innermost_fn)} "
+                f"cannot be loaded in this process ({type(e).__name__}: {e}); it is traced again") from e
+
+    install.__wrapped__ = original  # type: ignore[attr-defined]
+    return install
 
 
 def frame_package(converter: Any) -> Any | None:
@@ -119,7 +160,12 @@ def adopt(package: Any, payload: bytes) -> None:
     package.uninstall()
     package._initialized = False
     package.initialize(fn, shipped.dynamo, ignore_inlined_sources=False)
-    package.install(shipped.backends)
+    try:
+        package.install(shipped.backends)
+    except Exception:  # left as a fresh package, which the frame then traces into
+        package._initialized = False
+        package.initialize(fn, None, ignore_inlined_sources=False)
+        raise
     DynamoCache.record_package(package)
 
 
@@ -133,7 +179,10 @@ def loaded_code(package: Any, frame: Any, frame_state: dict) -> Any | None:
     scope = sys.modules[entry.python_module].__dict__
     for index in reversed(range(len(entry.guarded_codes))):
         saved = entry.guarded_codes[index]
-        guard_manager = load_guard_manager(load_guards_state(saved.guards_state), frame.f_code, scope)
+        try:
+            guard_manager = load_guard_manager(load_guards_state(saved.guards_state), frame.f_code, scope)
+        except Exception:  # a guard this process cannot rebuild (see PACKAGE_INSTALL_POINT): not this variant
+            continue
         if guard_manager.check(frame.f_locals):
             compile_id = get_compile_id(frame_state)
             code = SerializedCode.to_code_object(saved.dynamo_code)

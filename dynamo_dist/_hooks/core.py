@@ -36,6 +36,11 @@ each release come from ``_compat``):
   process checks against its own objects); a frame with a guard that has
   none is declined (a package bypass, or ``PackageError`` under
   ``aot_compile``).
+- ``CompilePackage.install`` (``C.packages.PACKAGE_INSTALL_POINT``): a
+  package read from Dynamo's cache whose saved guards cannot be rebuilt in
+  this process (an error other than the RuntimeError torch catches) is
+  undone and the function traced afresh, where stock crashes inside
+  ``torch.compile``.
 - ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
@@ -131,6 +136,8 @@ def _patch(p: Patches) -> None:
     p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
     owner, name = C.GUARD_SERIALIZATION_POINT
     p.set(owner, name, C.save_plugin_guards(getattr(owner, name)))
+    owner, name = C.packages.PACKAGE_INSTALL_POINT
+    p.set(owner, name, C.packages.install_or_trace(getattr(owner, name)))
     if C.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.INSTALL_GLOBAL_POINT
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
