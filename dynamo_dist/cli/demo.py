@@ -321,11 +321,11 @@ def run(args: argparse.Namespace) -> int:
     if torchrun:
         status, report = _join_torchrun_world(options)
     else:
-        from dynamo_dist.worlds import run_in_gloo_world
+        from dynamo_dist.worlds import run_in_world
 
         backend = "nccl" if use_cuda else "gloo"
         print(f"[demo] starting {world} {backend} ranks on {'GPU' if use_cuda else 'CPU'} ...", flush=True)
-        results = run_in_gloo_world(run_rank, world, options, backend=backend, timeout=1800)
+        results = run_in_world(run_rank, world, options, backend=backend, timeout=1800)
         statuses = {status for status, _ in results}
         status, report = max(statuses), results[0][1]
     if report is not None:
@@ -339,7 +339,7 @@ def _join_torchrun_world(options: DemoOptions) -> tuple[int, str | None]:
     import torch
     import torch.distributed as dist
 
-    from dynamo_dist.worlds.gloo import leave_world
+    from dynamo_dist.worlds.spawned import leave_world
 
     if options.device_type == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
