@@ -27,7 +27,7 @@ import torch
 
 from devtools.clients import TitanCase, missing
 from devtools.clients.cases import PARALLELISMS, SPMD_BACKENDS, CPCase, MoECase, SimpleFSDPCase
-from devtools.clients.runs import RunResult, problems
+from devtools.clients.runs import RunResult, failures_against_stock
 from dynamo_dist.testing import run_in_world
 from rank_programs import torchtitan_world
 
@@ -85,16 +85,7 @@ def _plugin_runs(case, world_results) -> list[RunResult]:
 
 def _assert_trains_like_eager_and_stock(per_rank: list[list[RunResult]], case) -> None:
     assert len(per_rank) == case.world_size
-    failures = []
-    for results in per_rank:
-        runs = _modes(results, case)
-        eager, stock, plugin = runs["eager"], runs["stock"], runs["plugin"]
-        assert eager.error is None and stock.error is None, eager.report() + "\n" + stock.report()
-        found = problems(plugin, stock, LOSS_TOL, GRAD_TOL)
-        if plugin.collectives() != stock.collectives():
-            found.append("the graphs' collectives differ from stock's")
-        if found:
-            failures.append("\n".join(found) + "\n" + plugin.report() + "\n" + stock.report())
+    failures = failures_against_stock((_modes(results, case) for results in per_rank), LOSS_TOL, GRAD_TOL)
     assert not failures, "\n\n".join(failures)
 
 

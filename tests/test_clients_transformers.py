@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from devtools.clients import HFCase, missing, run_driver
-from devtools.clients.runs import RunResult, problems
+from devtools.clients.runs import RunResult, failures_against_stock
 from dynamo_dist.testing import run_in_world
 
 pytestmark = [
@@ -42,15 +42,7 @@ def runs() -> dict[str, list[dict[str, RunResult]]]:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_plugin_trains_like_eager_and_stock(case, runs):
-    failures = []
-    for rank_runs in runs[case.id]:
-        eager, stock, plugin = rank_runs["eager"], rank_runs["stock"], rank_runs["plugin"]
-        assert eager.error is None and stock.error is None, eager.report() + "\n" + stock.report()
-        found = problems(plugin, stock, LOSS_TOL, GRAD_TOL)
-        if plugin.collectives() != stock.collectives():
-            found.append("the graphs' collectives differ from stock's")
-        if found:
-            failures.append("\n".join(found) + "\n" + plugin.report() + "\n" + stock.report())
+    failures = failures_against_stock(runs[case.id], LOSS_TOL, GRAD_TOL)
     assert not failures, "\n\n".join(failures)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -88,7 +88,7 @@ class RunResult:
     max_loss_diff: float | None = None  # vs eager, over all steps
     max_grad_diff: float | None = None
     step_seconds: list[float] = field(default_factory=list)  # wall time of each step
-    step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (benchmarks._timing.cpu_seconds)
+    step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (devtools.bench._timing.cpu_seconds)
     graph_breaks: int | None = None  # Dynamo's counter (every occurrence)
     recompiles: int | None = None
     graphs: list[GraphSummary] = field(default_factory=list)
@@ -232,6 +232,24 @@ def problems(plugin: RunResult, stock: RunResult | None, loss_tol: float, grad_t
             found.append(f"recompiles: plugin {plugin.recompiles} > stock {stock.recompiles}: "
                          f"{plugin.recompile_reasons}")
     return found
+
+
+def failures_against_stock(per_rank: Iterable[Mapping[str, RunResult]], loss_tol: float,
+                           grad_tol: float) -> list[str]:
+    """Each rank's runs (mode -> RunResult) judged: the plugin run's
+    ``problems`` and whether its graphs' collectives differ from stock's,
+    each failing rank with both runs' reports. Eager or stock raising is an
+    ``AssertionError`` (the comparison has nothing to stand on)."""
+    failures = []
+    for runs in per_rank:
+        eager, stock, plugin = runs["eager"], runs[STOCK], runs[PLUGIN]
+        assert eager.error is None and stock.error is None, eager.report() + "\n" + stock.report()
+        found = problems(plugin, stock, loss_tol, grad_tol)
+        if plugin.collectives() != stock.collectives():
+            found.append("the graphs' collectives differ from stock's")
+        if found:
+            failures.append("\n".join(found) + "\n" + plugin.report() + "\n" + stock.report())
+    return failures
 
 
 def _rank() -> int:
