@@ -17,3 +17,9 @@ They reach the plugin only through the package's named functions
 public modules. Run them from the repository root (``python -m devtools
 --help``): the spawned ranks and benchmark children import them by name.
 """
+
+# The two sides every benchmark and client run compares, spelled once: stock
+# torch and torch with the plugin. They are also the keys of the saved results
+# (benchmarks/results/*.json) that the README and docs/benchmarks.md are made
+# from, so they do not change.
+STOCK, PLUGIN = "stock", "plugin"

@@ -7,10 +7,10 @@ A :class:`Check` names what to run (a model from
 the 1-D or the 2-D mesh, with one compile backend). :func:`run_checks` runs a
 whole batch inside one rank of an initialised world (spawning a world is the
 slow part) and returns one :class:`CheckResult` per check; it is what the
-test suite hands to :func:`dynamo_dist.testing.run_in_gloo_world`::
+test suite hands to :func:`dynamo_dist.testing.run_in_world`::
 
     checks = checks_for_world(4)
-    per_rank = run_in_gloo_world(run_checks, 4, checks)
+    per_rank = run_in_world(run_checks, 4, checks)
 
 Each check: build the eager and the compiled inputs identically, run the
 function eagerly, then compiled with :class:`~dynamo_dist.diagnostics.backend.CaptureBackend`
@@ -39,7 +39,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 import dynamo_dist
 from dynamo_dist._compat import observe as O
 from dynamo_dist.demo.models import MODELS, SIZES, build_model, local_input, make_input
-from dynamo_dist.diagnostics.backend import RecordingBackend as CaptureBackend
+from dynamo_dist.diagnostics.backend import CaptureBackend
 
 __all__ = [
     "Check",
@@ -95,7 +95,7 @@ class CheckResult:
     def ok(self) -> bool:
         return not self.problems
 
-    def describe(self) -> str:
+    def report(self) -> str:
         head = f"{self.check.id} on rank {self.rank}: " + ("ok" if self.ok else "FAILED")
         lines = [head, f"  graph breaks {self.graph_breaks}, compiles {self.compiles}, "
                        f"recompiles {self.recompiles}, max |compiled - eager| {self.max_abs_diff:.3g}",

@@ -28,9 +28,8 @@ tracked" (a cache key would change with import order).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -154,17 +153,6 @@ def retract(record: TrackedType) -> None:
     """Take ``record`` out of the table again."""
     _DECLARED.remove(record)
     _rebuild_scopes()
-
-
-@contextlib.contextmanager
-def declared(record: TrackedType) -> Iterator[TrackedType]:
-    """``record`` declared for the length of the block (a tracked type that
-    lives in a test or an example rather than in a module of its own)."""
-    declare(record)
-    try:
-        yield record
-    finally:
-        retract(record)
 
 
 def all_declared() -> None:

@@ -34,7 +34,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 import dynamo_dist
 from dynamo_dist._compat.caches import outcome_counts
 from dynamo_dist.diagnostics.cache_log import CacheLog
-from dynamo_dist.diagnostics.caches import describe
+from dynamo_dist.diagnostics.caches import lookup_reason
 from dynamo_dist.diagnostics.report import PLUGIN, STOCK
 from dynamo_dist.testing import fake_world
 
@@ -379,7 +379,7 @@ def compile_one(program: str, plugin: bool = True, dynamic: bool = False, **opti
     mode = PLUGIN if plugin else STOCK
     return {"aot": outcomes, "same_as_eager": same if program != "group_on_ctx" else None,
             "graphs": codes, "reasons": reasons,
-            "explained": [describe("aot_autograd", "bypass", {"cache_bypass_reason": r}, "", mode)[0]
+            "explained": [lookup_reason("aot_autograd", "bypass", {"cache_bypass_reason": r}, "", mode)[0]
                           for r in reasons]}
 
 

@@ -3,7 +3,7 @@ caches have in-process layers: only a new process shows what is on disk).
 
 ``python tests/cache_programs.py '<json options>'`` runs :func:`fake_world_run`
 and prints its result as JSON; :func:`gloo_rank_run` runs on each rank of a
-gloo world (``dynamo_dist.testing.run_in_gloo_world`` spawns fresh processes).
+gloo world (``dynamo_dist.testing.run_in_world`` spawns fresh processes).
 Each run compiles with inductor, runs forward and backward, compares with
 eager and returns the cache outcomes counted in this process.
 """

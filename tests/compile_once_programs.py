@@ -1,7 +1,7 @@
 """Rank programs for the compile-once tests: real gloo ranks, each in a
 fresh process, compiling with inductor under ``compile_on_one_rank``.
 
-``spawn_world`` starts the ranks and, unlike ``run_in_gloo_world``, lets a
+``spawn_world`` starts the ranks and, unlike ``run_in_world``, lets a
 rank die: the job's store is served by the test process (as torchrun's agent
 serves it, so it outlives any rank), each rank leaves without a barrier (a
 dead peer would hold it forever), and a rank that exits without a result is

@@ -1,7 +1,7 @@
 """Programs for torch's precompile with the plugin, each run in a fresh
 process (a restart is a new process): ``python tests/precompile_programs.py
 '<json options>'`` prints :func:`run`'s result as JSON; :func:`aot_rank_run`
-runs on each rank of a gloo world (``run_in_gloo_world``).
+runs on each rank of a gloo world (``run_in_world``).
 
 Every kind of plugin guard has a function of its own here (one frame each),
 compiled with inductor (torch packages a frame with its AOTAutograd entry,

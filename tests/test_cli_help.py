@@ -73,7 +73,7 @@ def test_help_choices_are_the_real_ones():
 
     assert demo.MODEL_NAMES == tuple(sorted(MODELS))
     assert demo.SIZE_NAMES == tuple(sorted(SIZES))
-    assert demo.DEFAULT_SIZE_TEXT == demo._describe(SIZES[demo.DEFAULT_SIZE])
+    assert demo.DEFAULT_SIZE_TEXT == demo._config_text(SIZES[demo.DEFAULT_SIZE])
     assert (bench.SECTIONS, bench.DEFAULT_SECTIONS) == (SECTIONS, DEFAULT_SECTIONS)
     assert fuzz.PROPERTY_NAMES == tuple(PROPERTIES)
 

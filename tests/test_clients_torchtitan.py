@@ -27,8 +27,8 @@ import torch
 
 from devtools.clients import TitanCase, missing
 from devtools.clients.cases import PARALLELISMS, SPMD_BACKENDS, CPCase, MoECase, SimpleFSDPCase
-from devtools.clients.runs import RunResult, problems
-from dynamo_dist.testing import run_in_gloo_world
+from devtools.clients.runs import RunResult, failures_against_stock
+from dynamo_dist.testing import run_in_world
 from rank_programs import torchtitan_world
 
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -69,7 +69,7 @@ def world_results():
         if n not in cache:
             cases = [p.values[0] for p in CASES if p.values[0].world_size == n]
             eager_only = [RING] if RING.world_size == n else []
-            cache[n] = run_in_gloo_world(torchtitan_world, n, cases, STEPS, eager_only, timeout=1200)
+            cache[n] = run_in_world(torchtitan_world, n, cases, STEPS, eager_only, timeout=1200)
         return cache[n]
 
     return get
@@ -85,16 +85,7 @@ def _plugin_runs(case, world_results) -> list[RunResult]:
 
 def _assert_trains_like_eager_and_stock(per_rank: list[list[RunResult]], case) -> None:
     assert len(per_rank) == case.world_size
-    failures = []
-    for results in per_rank:
-        runs = _modes(results, case)
-        eager, stock, plugin = runs["eager"], runs["stock"], runs["plugin"]
-        assert eager.error is None and stock.error is None, eager.describe() + "\n" + stock.describe()
-        found = problems(plugin, stock, LOSS_TOL, GRAD_TOL)
-        if plugin.collectives() != stock.collectives():
-            found.append("the graphs' collectives differ from stock's")
-        if found:
-            failures.append("\n".join(found) + "\n" + plugin.describe() + "\n" + stock.describe())
+    failures = failures_against_stock((_modes(results, case) for results in per_rank), LOSS_TOL, GRAD_TOL)
     assert not failures, "\n\n".join(failures)
 
 
@@ -110,10 +101,10 @@ def test_one_block_graph_with_the_expected_collectives(case: TitanCase, world_re
     stay outside (its hooks run eagerly)."""
     for plugin in _plugin_runs(case, world_results):
         blocks = plugin.collectives(LOSS_FILE)
-        assert len(blocks) == 1, plugin.describe()
+        assert len(blocks) == 1, plugin.report()
         tp = PARALLELISMS[case.parallelism][1] > 1
         ops = set(blocks[0])
-        assert ops == ({"all_gather_into_tensor", "reduce_scatter_tensor"} if tp else set()), plugin.describe()
+        assert ops == ({"all_gather_into_tensor", "reduce_scatter_tensor"} if tp else set()), plugin.report()
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in LLAMA3 if c.spmd_backend == "spmd_types"])
@@ -132,9 +123,9 @@ def test_simple_fsdp_compiles_the_whole_model_with_its_parameters_as_dtensors(ca
     guards the parameters and the FSDP mesh SimpleFSDP redistributes on."""
     fsdp, tp = PARALLELISMS[case.parallelism]
     for plugin in _plugin_runs(case, world_results):
-        assert plugin.graph_breaks == 0 and plugin.recompiles == 0, plugin.describe()
+        assert plugin.graph_breaks == 0 and plugin.recompiles == 0, plugin.report()
         (model,) = plugin.collectives(LOSS_FILE)
-        assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= set(model), plugin.describe()
+        assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= set(model), plugin.report()
         parameters = [g for g in plugin.distributed_guards if "_parameters[" in g and "DTensor" in g]
         assert parameters and all(g.endswith(f"on mesh (fsdp={fsdp}, tp={tp})" if tp > 1 else
                                              f"(Shard(dim=0),) on mesh (fsdp={fsdp})") for g in parameters), \
@@ -150,9 +141,9 @@ def test_expert_parallel_blocks_exchange_tokens_on_the_ep_group(world_results):
     guards; the dense block's graph has no collective."""
     for plugin in _plugin_runs(MOE, world_results):
         blocks = plugin.collectives(LOSS_FILE)
-        assert len(blocks) == 2 and plugin.recompiles == 1, plugin.describe()  # dense, then MoE
+        assert len(blocks) == 2 and plugin.recompiles == 1, plugin.report()  # dense, then MoE
         assert blocks[0] == [] and set(blocks[1]) == {"all_to_all_single"} and len(blocks[1]) >= 3, \
-            plugin.describe()
+            plugin.report()
         assert any(g.startswith("`self._modules['moe']._modules['routed_experts'].token_dispatcher.ep_mesh`")
                    and f"mesh (ep={MOE.ep})" in g for g in plugin.distributed_guards), \
             plugin.distributed_guards
@@ -165,7 +156,7 @@ def test_context_parallel_blocks_build_dtensors_on_the_cp_mesh(world_results):
     all-gathers what it needs in the block's graph."""
     for plugin in _plugin_runs(CP, world_results):
         (block,) = plugin.collectives(LOSS_FILE)
-        assert "all_gather_into_tensor" in block, plugin.describe()
+        assert "all_gather_into_tensor" in block, plugin.report()
         guards = plugin.distributed_guards
         assert any("inner_attention" in g and f"mesh (cp={CP.cp})" in g for g in guards), guards
         assert any("inner_attention" in g and g.endswith(": Shard(dim=1)") for g in guards), guards
@@ -178,11 +169,11 @@ def test_ring_attention_has_no_cpu_sharding_strategy(world_results):
     for results in world_results(RING.world_size):
         eager = _modes(results, RING)["eager"]
         assert eager.error and "aten._scaled_dot_product_flash_attention_for_cpu.default does not have a " \
-                               "sharding strategy registered" in eager.error, eager.describe()
+                               "sharding strategy registered" in eager.error, eager.report()
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < RING.world_size, reason=RING_ON_CPU)
 def test_ring_attention_trains_like_eager_and_stock_on_gpus():
-    per_rank = run_in_gloo_world(torchtitan_world, RING.world_size, [RING], STEPS, [], timeout=1200,
+    per_rank = run_in_world(torchtitan_world, RING.world_size, [RING], STEPS, [], timeout=1200,
                                  backend="nccl")
     _assert_trains_like_eager_and_stock(per_rank, RING)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from devtools.clients import HFCase, missing, run_driver
-from devtools.clients.runs import RunResult, problems
-from dynamo_dist.testing import run_in_gloo_world
+from devtools.clients.runs import RunResult, failures_against_stock
+from dynamo_dist.testing import run_in_world
 
 pytestmark = [
     pytest.mark.skipif(bool(missing("transformers")), reason="transformers / accelerate are not "
@@ -35,22 +35,14 @@ assert all(case.world_size == WORLD_SIZE for case in CASES)
 @pytest.fixture(scope="module")
 def runs() -> dict[str, list[dict[str, RunResult]]]:
     """Case id -> per rank: mode -> RunResult."""
-    per_rank = run_in_gloo_world(run_driver, WORLD_SIZE, "transformers", "run_cases", CASES, STEPS, timeout=900)
+    per_rank = run_in_world(run_driver, WORLD_SIZE, "transformers", "run_cases", CASES, STEPS, timeout=900)
     return {case.id: [{r.mode: r for r in results if r.case == case.id} for results in per_rank]
             for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_plugin_trains_like_eager_and_stock(case, runs):
-    failures = []
-    for rank_runs in runs[case.id]:
-        eager, stock, plugin = rank_runs["eager"], rank_runs["stock"], rank_runs["plugin"]
-        assert eager.error is None and stock.error is None, eager.describe() + "\n" + stock.describe()
-        found = problems(plugin, stock, LOSS_TOL, GRAD_TOL)
-        if plugin.collectives() != stock.collectives():
-            found.append("the graphs' collectives differ from stock's")
-        if found:
-            failures.append("\n".join(found) + "\n" + plugin.describe() + "\n" + stock.describe())
+    failures = failures_against_stock(runs[case.id], LOSS_TOL, GRAD_TOL)
     assert not failures, "\n\n".join(failures)
 
 
@@ -59,8 +51,8 @@ def test_the_model_compiles_to_one_graph_with_its_tp_collectives(runs):
     for rank_runs in runs[LLAMA.id]:
         plugin = rank_runs["plugin"]
         (graph,) = plugin.collectives()
-        assert {"all_reduce", "all_gather_into_tensor"} <= set(graph), plugin.describe()
-        assert plugin.graph_breaks == 0 and plugin.recompiles == 0, plugin.describe()
+        assert {"all_reduce", "all_gather_into_tensor"} <= set(graph), plugin.report()
+        assert plugin.graph_breaks == 0 and plugin.recompiles == 0, plugin.report()
 
 
 @pytest.mark.parametrize("family", MOE_FAMILIES)
@@ -74,8 +66,8 @@ def test_moe_experts_are_sharded_dtensors_reduced_like_a_dense_mlp(family, runs)
     case = HFCase(tp_size=2, family=family)
     for moe_runs, llama_runs in zip(runs[case.id], runs[LLAMA.id]):
         plugin, (llama_graph,) = moe_runs["plugin"], llama_runs["plugin"].collectives()
-        assert plugin.graph_breaks == 0, plugin.describe()
-        assert all(graph == llama_graph for graph in plugin.collectives()), plugin.describe()
+        assert plugin.graph_breaks == 0, plugin.report()
+        assert all(graph == llama_graph for graph in plugin.collectives()), plugin.report()
         for layer in range(case.layers):
             experts = (f"`self._modules['model']._modules['layers']._modules['{layer}']"
                        "._modules['mlp']._modules['experts']")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing import run_in_world
 
 import cache_programs
 from test_compile_caches import assert_all_hit, assert_all_miss, assert_other_groups_miss, run_fresh
@@ -42,12 +42,12 @@ def test_every_gloo_rank_hits_in_the_next_world(tmp_path, monkeypatch):
     layout over another group (its name is in the collectives) does not, and
     computes what eager does."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    for run in run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
+    for run in run_in_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
         assert_all_miss(run)
-    for run in run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
+    for run in run_in_world(cache_programs.gloo_rank_run, 2, "tp_mlp"):
         assert_all_hit(run)
         assert run["same_as_eager"]
-    for run in run_in_gloo_world(functools.partial(cache_programs.gloo_rank_run, own_group=True), 2, "tp_mlp"):
+    for run in run_in_world(functools.partial(cache_programs.gloo_rank_run, own_group=True), 2, "tp_mlp"):
         assert_other_groups_miss(run)
         assert run["same_as_eager"]
 
@@ -56,7 +56,7 @@ def test_compile_on_one_rank_shares_one_entry(tmp_path, monkeypatch):
     """Under compile_on_one_rank the graphs are the same on every rank: rank 0
     compiles, rank 1 (started once rank 0's entries are on disk) hits them."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    rank0, rank1 = run_in_gloo_world(cache_programs.gloo_rank_run, 2, "tp_mlp", True, True)
+    rank0, rank1 = run_in_world(cache_programs.gloo_rank_run, 2, "tp_mlp", True, True)
     assert_all_miss(rank0)
     assert_all_hit(rank1)
     assert len(list((tmp_path / "aotautograd").iterdir())) == 1

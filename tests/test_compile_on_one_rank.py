@@ -8,7 +8,7 @@ import torch
 
 from dynamo_dist import _compat as C
 
-from dynamo_dist.testing import compile_and_run, make_mesh, run_in_gloo_world
+from dynamo_dist.testing import compile_and_run, make_mesh, run_in_world
 from rank_programs import compile_on_one_rank_check, rank_queries
 
 pytestmark = pytest.mark.release
@@ -59,7 +59,7 @@ def test_default_mode_folds_rank_to_constant(world8):
 
 @pytest.mark.slow
 def test_real_two_rank_world_graphs_identical():
-    results = run_in_gloo_world(compile_on_one_rank_check, 2)
+    results = run_in_world(compile_on_one_rank_check, 2)
     for r in results:
         assert r["leaked"] == []
         assert r["compiled"] == r["eager"] == r["folded"]

@@ -17,7 +17,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 import dynamo_dist
 from dynamo_dist._compat import observe as O
-from dynamo_dist.testing import fake_world, make_mesh, run_in_gloo_world
+from dynamo_dist.testing import fake_world, make_mesh, run_in_world
 
 from helpers import compile_counting_frames
 from rank_programs import backward_inside_compiled_mlp
@@ -70,7 +70,7 @@ def test_backward_inside_compiles_only_the_users_frames(plugin):
 
 @pytest.mark.slow
 def test_tp_mlp_backward_inside_on_a_gloo_world():
-    for rank, (frames, reasons, worst) in enumerate(run_in_gloo_world(backward_inside_compiled_mlp, 2)):
+    for rank, (frames, reasons, worst) in enumerate(run_in_world(backward_inside_compiled_mlp, 2)):
         assert _user_frames_only(frames), (rank, frames)
         assert not any("Failed to convert args/kwargs to proxy" in r for r in reasons), (rank, reasons)
         assert worst <= 1e-5, f"rank {rank}: compiled differs from eager by {worst}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing import run_in_world
 from devtools.numerics import Check, CheckResult, checks_for_world, run_checks
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def world_results():
 
     def get(n: int) -> list[list[CheckResult]]:
         if n not in cache:
-            cache[n] = run_in_gloo_world(run_checks, n, checks_for_world(n), timeout=600)
+            cache[n] = run_in_world(run_checks, n, checks_for_world(n), timeout=600)
         return cache[n]
 
     return get
@@ -41,7 +41,7 @@ def test_compiled_equals_eager_on_every_rank(world: int, check: Check, world_res
         (result,) = [r for r in results if r.check == check]
         assert result.rank == rank
         if not result.ok:
-            failures.append(result.describe())
+            failures.append(result.report())
     assert not failures, "\n\n".join(failures)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing import run_in_world
 from devtools.numerics import checks_for_world, run_checks
 
 
@@ -25,7 +25,7 @@ def _world_size() -> int:
 def test_nccl_compiled_equals_eager_on_every_rank():
     n = _world_size()
     checks = checks_for_world(n)
-    per_rank = run_in_gloo_world(run_checks, n, checks, True, "cuda", backend="nccl", timeout=900)
-    failures = [r.describe() for results in per_rank for r in results if not r.ok]
+    per_rank = run_in_world(run_checks, n, checks, True, "cuda", backend="nccl", timeout=900)
+    failures = [r.report() for results in per_rank for r in results if not r.ok]
     assert all(len(results) == len(checks) for results in per_rank)
     assert not failures, "\n\n".join(failures)

@@ -17,7 +17,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tenso
 
 import dynamo_dist
 from dynamo_dist import _compat as C
-from dynamo_dist.testing import make_mesh, run_in_gloo_world
+from dynamo_dist.testing import make_mesh, run_in_world
 
 pytestmark = [
     pytest.mark.skipif(not C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG,
@@ -71,5 +71,5 @@ def _views_on_rank() -> dict[str, str | None]:
 
 @pytest.mark.slow
 def test_sharded_views_cross_the_compiled_boundary_like_eager():
-    for rank, found in enumerate(run_in_gloo_world(_views_on_rank, 2)):
+    for rank, found in enumerate(run_in_world(_views_on_rank, 2)):
         assert found == dict.fromkeys(found), f"rank {rank}: {found}"

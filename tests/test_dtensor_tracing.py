@@ -23,10 +23,6 @@ def mesh2d(plugin):
         yield make_mesh((2, 4), ("dp", "tp"))
 
 
-def _tp(mesh):
-    return mesh["tp"]
-
-
 def shard_to_replicate(x, mesh):
     d = DTensor.from_local(x, mesh["tp"], [Shard(0)])
     return d.redistribute(mesh["tp"], [Replicate()]).to_local()

@@ -10,7 +10,7 @@ guard ``x.size(0) % 2 == 0``), a real change of sharding, so a recompile."""
 
 from __future__ import annotations
 
-from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing import run_in_world
 
 from rank_programs import changing_lengths
 import pytest
@@ -21,7 +21,7 @@ SHAPES = [(2, 16), (4, 24), (2, 32), (6, 40)]
 
 @pytest.mark.slow
 def test_changing_lengths_compile_at_most_twice_and_match_eager():
-    per_rank = run_in_gloo_world(changing_lengths, 2, "sp_block", SHAPES, timeout=600)
+    per_rank = run_in_world(changing_lengths, 2, "sp_block", SHAPES, timeout=600)
     for rank, found in enumerate(per_rank):
         frames, worst = found[False]
         assert frames <= 2, f"rank {rank}: {frames} compiles with automatic dynamic shapes for {SHAPES}"

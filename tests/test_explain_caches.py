@@ -130,18 +130,18 @@ def test_backends_without_caches_report_none():
 def test_dtensor_closure_bypass_points_at_the_plugin():
     # What stock Dynamo's DTensor.from_local closure makes AOTAutograd log
     # (torch 2.11 without the plugin; later releases' stock graphs differ).
-    from dynamo_dist.diagnostics.caches import describe
+    from dynamo_dist.diagnostics.caches import lookup_reason
     from dynamo_dist.diagnostics.report import PLUGIN, STOCK
 
     raw = ("Unsupported call_function target <function TorchInGraphFunctionVariable._get_handlers.<locals>."
            "handle_from_local.<locals>.fn_with_prim_types at 0x7f0>. \n Function module: "
            "torch._dynamo.variables.torch, \nFunction name: prim from_local")
-    reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
+    reason, detail = lookup_reason("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
     assert reason == ("the graph calls a function the AOTAutograd cache cannot key: `prim from_local` (a closure "
                       "in torch._dynamo.variables.torch); dynamo_dist bakes DTensor calls as baked_ops.call — "
                       "is the plugin installed?")
     assert detail == raw.splitlines()[0]
-    reason, _ = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", PLUGIN)
+    reason, _ = lookup_reason("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", PLUGIN)
     assert reason.endswith("a DTensor call dynamo_dist did not bake (please report it)")
 
 
@@ -214,10 +214,10 @@ def test_collectives_read_from_a_printed_graph_equal_the_traced_ones():
 ])
 def test_client_bypasses_in_plain_words(raw, words):
     """What stops torchtitan's graphs from caching, as explain says it."""
-    from dynamo_dist.diagnostics.caches import describe
+    from dynamo_dist.diagnostics.caches import lookup_reason
     from dynamo_dist.diagnostics.report import STOCK
 
-    reason, detail = describe("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
+    reason, detail = lookup_reason("aot_autograd", "bypass", {"cache_bypass_reason": raw}, "/cache", STOCK)
     assert reason.startswith(words) and detail == raw.splitlines()[0]
 
 

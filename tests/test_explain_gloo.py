@@ -8,7 +8,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 from dynamo_dist.diagnostics.ranks import compare_ranks
-from dynamo_dist.testing import run_in_gloo_world
+from dynamo_dist.testing import run_in_world
 
 
 def rank_dependent(x):
@@ -52,7 +52,7 @@ def explain_on_each_rank():
 
 @pytest.mark.slow
 def test_explain_in_a_gloo_world():
-    results = run_in_gloo_world(explain_on_each_rank, 2)
+    results = run_in_world(explain_on_each_rank, 2)
     for rank, res in enumerate(results):
         report = res["rank_dependent"]
         assert (report["rank"], report["world_size"]) == (rank, 2)

@@ -104,7 +104,7 @@ def test_demo_rank_restores(monkeypatch):
 
     from dynamo_dist.cli import demo
     from dynamo_dist.demo.models import SIZES
-    from dynamo_dist.worlds.gloo import _free_port
+    from dynamo_dist.worlds.spawned import _free_port
 
     seen = []
     monkeypatch.setattr(demo, "_run_rank", lambda *a: (seen.append(O.inductor_config().fx_graph_cache), (0, None))[1])

@@ -355,11 +355,11 @@ def test_mesh_identity_holds_the_flattened_meshes_of_its_root(world8):
 def test_a_later_flatten_recompiles_to_eagers_plan(world8):
     """Compiled, then a flatten of ``a, c``: eager now runs one all_reduce on
     the flattened group; the guard fails and the new graph runs that too."""
-    from dynamo_dist.diagnostics.recording import RecordingBackend
+    from dynamo_dist.diagnostics.backend import CaptureBackend
 
     mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
     fn = _planned_all_reduces(mesh)
-    backend = RecordingBackend("aot_eager")
+    backend = CaptureBackend("aot_eager")
     cfn = torch.compile(fn, backend=backend, fullgraph=True)
     local = torch.ones(4, 4)
     cfn(local)

@@ -103,8 +103,8 @@ def test_named_handlers_must_match_the_rows():
 
 
 def test_the_coverage_text_of_a_row():
-    assert Member(Kind.FOLD).describe() == "folds to a constant"
-    assert ALL_TABLES["DeviceMesh"]["__getitem__"].describe() == "tracked mesh (no graph node)"
-    assert ALL_TABLES["DeviceMesh"]["get_all_groups"].describe() == "tuple/list of tracked process groups"
-    assert ALL_TABLES["ProcessGroup"]["barrier"].describe() == (
+    assert Member(Kind.FOLD).coverage_text() == "folds to a constant"
+    assert ALL_TABLES["DeviceMesh"]["__getitem__"].coverage_text() == "tracked mesh (no graph node)"
+    assert ALL_TABLES["DeviceMesh"]["get_all_groups"].coverage_text() == "tuple/list of tracked process groups"
+    assert ALL_TABLES["ProcessGroup"]["barrier"].coverage_text() == (
         "graph break, hint: Use the functional collectives, which compile into the graph")

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 import dynamo_dist
-from dynamo_dist.testing import fake_world, make_mesh, run_in_gloo_world
+from dynamo_dist.testing import fake_world, make_mesh, run_in_world
 
 import precompile_programs
 from test_compile_caches import ROOT, run_fresh
@@ -206,10 +206,10 @@ def test_aot_compile_saves_and_loads_on_a_gloo_world(tmp_path, monkeypatch):
     another group fails the loaded guard (with the plugin's reason), never
     a wrong answer."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    for run in run_in_gloo_world(precompile_programs.aot_rank_run, 2, str(tmp_path), True):
+    for run in run_in_world(precompile_programs.aot_rank_run, 2, str(tmp_path), True):
         assert run["guard_failed"] is None and run["loss"] == pytest.approx(run["eager"], rel=1e-5), run
-    for run in run_in_gloo_world(precompile_programs.aot_rank_run, 2, str(tmp_path), False):
+    for run in run_in_world(precompile_programs.aot_rank_run, 2, str(tmp_path), False):
         assert run["guard_failed"] is None and run["loss"] == pytest.approx(run["eager"], rel=1e-5), run
-    for run in run_in_gloo_world(functools.partial(precompile_programs.aot_rank_run, other_group=True), 2,
+    for run in run_in_world(functools.partial(precompile_programs.aot_rank_run, other_group=True), 2,
                                  str(tmp_path), False):
         assert run["loss"] is None and "dynamo_dist: `L['self']" in run["guard_failed"], run

@@ -48,16 +48,17 @@ import dynamo_dist
 from dynamo_dist._compat.caches import outcome_counts
 from dynamo_dist import compile_once
 from dynamo_dist.compile_once.store import Decision, JobStore
+from devtools import PLUGIN, STOCK
 from devtools.clients import run_driver
 from dynamo_dist.demo.models import build_model, local_input, make_input
-from dynamo_dist.worlds import run_in_gloo_world
+from dynamo_dist.worlds import run_in_world
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
 from .warm_clients import ROWS as CLIENTS
 from .warm_clients import skip_reason as client_skip_reason
 
-STOCK, PLUGIN, ONCE = "stock", "plugin", "compile_once"
+ONCE = "compile_once"
 SIDES = (STOCK, PLUGIN, ONCE)
 # The clients' rows that train under compile_on_one_rank like eager (the
 # others: docs/compile-once.md).
@@ -105,7 +106,7 @@ def _client_step(side: str, name: str) -> dict[str, Any]:
 def job(side: str, ranks: int, model_name: str, size: str, base: str) -> dict[str, Any]:
     """One cold job of ``ranks`` ranks (cache dirs under ``base``): per rank
     and the job's figures."""
-    per_rank = run_in_gloo_world(_rank_step, ranks, side, model_name, size, base, timeout=1200)
+    per_rank = run_in_world(_rank_step, ranks, side, model_name, size, base, timeout=1200)
     lookups = sum(per_rank[0]["caches"]["fx_graph"].values())
     return {
         "wall": max(r["wall"] for r in per_rank),

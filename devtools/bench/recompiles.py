@@ -28,7 +28,7 @@ from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
 from dynamo_dist._compat.observe import funcol, reset_dynamo
 from dynamo_dist.diagnostics.compare import same
-from dynamo_dist.worlds import fake_world, make_mesh, run_in_gloo_world
+from dynamo_dist.worlds import fake_world, make_mesh, run_in_world
 
 from . import _timing as T
 from ._timing import Task
@@ -163,7 +163,7 @@ def measure_dtensor(world: int, progress: Callable[[str], None]) -> dict[str, An
 
     out: dict[str, Any] = {"name": f"DTensors on submeshes + an other-groups mesh (gloo x{world})"}
     progress(f"spawning {world} ranks")
-    per_rank = run_in_gloo_world(dtensor_rank_main, world)
+    per_rank = run_in_world(dtensor_rank_main, world)
     distinct = per_rank[0]["distinct"]
     for side in (T.STOCK, T.PLUGIN):
         # A call is right only if it is right on every rank.

@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
 from dynamo_dist.demo.models import build_model, local_input, make_input
-from dynamo_dist.worlds import run_in_gloo_world
+from dynamo_dist.worlds import run_in_world
 
 from . import _timing as T
 from ._models import model_config, train_step
@@ -131,7 +131,7 @@ def measure(name: str, world: int, comm: str, cfg: Any, progress: Callable[[str]
     progress(f"spawning {world} ranks ({comm}), compiling {3 * len(cfg.step_backends)} variants, "
              f"{cfg.step_repeats} rounds of {cfg.step_steps} steps")
     prefix = "" if getattr(progress, "quiet", False) else getattr(progress, "prefix", lambda: "")()
-    per_rank = run_in_gloo_world(rank_main, world, name, cfg.step_size, list(cfg.step_backends), cfg.step_repeats,
+    per_rank = run_in_world(rank_main, world, name, cfg.step_size, list(cfg.step_backends), cfg.step_repeats,
                                  cfg.step_steps, "cpu" if comm == "gloo" else "cuda", prefix,
                                  timeout=cfg.step_timeout, backend=comm)
     # A sample is the slowest rank's: the step is done when every rank is.

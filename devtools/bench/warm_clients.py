@@ -36,7 +36,7 @@ import torch
 from dynamo_dist._compat import observe as O
 from dynamo_dist._compat.caches import outcome_counts
 from devtools.clients import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing, run_driver
-from dynamo_dist.worlds import run_in_gloo_world
+from dynamo_dist.worlds import run_in_world
 from ._timing import Task
 from .warm_start import BypassReasons, Program, measure, over_ranks
 
@@ -115,7 +115,7 @@ def first_step_on_rank(side: str, name: str) -> dict[str, Any]:
 
 def child_main(side: str, name: str, timeout: float = 900) -> dict[str, Any]:
     torch.set_num_threads(1)  # as every benchmark process
-    ranks = run_in_gloo_world(first_step_on_rank, ROWS[name].case.world_size, side, name, timeout=timeout)
+    ranks = run_in_world(first_step_on_rank, ROWS[name].case.world_size, side, name, timeout=timeout)
     return over_ranks(ranks)
 
 

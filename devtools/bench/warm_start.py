@@ -46,7 +46,7 @@ from dynamo_dist._compat.caches import outcome_counts
 from dynamo_dist.diagnostics.cache_log import CacheLog
 from dynamo_dist.diagnostics.report import PLUGIN, STOCK
 from dynamo_dist.demo.models import build_model, local_input, make_input
-from dynamo_dist.worlds import fake_world, make_mesh, run_in_gloo_world
+from dynamo_dist.worlds import fake_world, make_mesh, run_in_world
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
@@ -122,7 +122,7 @@ def child_main(side: str, world: str, model_name: str, size: str) -> dict[str, A
     the cache outcomes (gloo: the slowest rank's time, outcomes summed)."""
     torch.set_num_threads(1)  # as every benchmark process
     if world == "gloo":
-        ranks = run_in_gloo_world(_gloo_rank, GLOO_RANKS, side, model_name, size, timeout=900)
+        ranks = run_in_world(_gloo_rank, GLOO_RANKS, side, model_name, size, timeout=900)
         return over_ranks(ranks)
     if world == NO_WORLD:
         return first_step(side, "mlp" if model_name == CONTROL else model_name, size, None)

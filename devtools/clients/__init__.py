@@ -29,5 +29,5 @@ DRIVERS = {"torchtitan": f"{__name__}.torchtitan", "transformers": f"{__name__}.
 
 def run_driver(client: str, function: str, *args: Any, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)`` of ``client``'s driver, imported in this
-    process (a spawned rank): what ``run_in_gloo_world`` / ``GlooPool`` call."""
+    process (a spawned rank): what ``run_in_world`` / ``GlooPool`` call."""
     return getattr(importlib.import_module(DRIVERS[client]), function)(*args, **kwargs)

@@ -12,7 +12,6 @@ REQUIRES = {"torchtitan": ("torchtitan",), "transformers": ("transformers", "acc
 
 PARALLELISMS = {"tp": (1, 2), "fsdp": (2, 1), "dp_tp": (2, 2)}  # name -> (FSDP degree, TP degree)
 SPMD_BACKENDS = ("partial_dtensor", "full_dtensor", "spmd_types")  # torchtitan's parallelism.spmd_backend
-AC_MODES = ("selective", "full", "none")
 
 
 def missing(client: str) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -32,9 +32,11 @@ from dynamo_dist._compat import distributed as D
 from dynamo_dist._compat import observe as O
 from devtools.bench._timing import cpu_seconds
 from dynamo_dist.diagnostics.explain import explaining
-from dynamo_dist.diagnostics.report import PLUGIN, ExplainReport
+from dynamo_dist.diagnostics.report import PLUGIN as PLUGIN_ORIGIN
+from dynamo_dist.diagnostics.report import ExplainReport
+from devtools import PLUGIN, STOCK
 
-MODES = ("eager", "stock", "plugin")
+MODES = ("eager", STOCK, PLUGIN)
 
 
 class Training(Protocol):
@@ -86,7 +88,7 @@ class RunResult:
     max_loss_diff: float | None = None  # vs eager, over all steps
     max_grad_diff: float | None = None
     step_seconds: list[float] = field(default_factory=list)  # wall time of each step
-    step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (benchmarks._timing.cpu_seconds)
+    step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (devtools.bench._timing.cpu_seconds)
     graph_breaks: int | None = None  # Dynamo's counter (every occurrence)
     recompiles: int | None = None
     graphs: list[GraphSummary] = field(default_factory=list)
@@ -103,7 +105,7 @@ class RunResult:
         whose path ends with ``leave_out_file``)."""
         return [g.collectives for g in self.graphs if not (leave_out_file and g.file.endswith(leave_out_file))]
 
-    def describe(self) -> str:
+    def report(self) -> str:
         lines = [f"{self.case} {self.mode} on rank {self.rank}: losses {self.losses}, max |loss - eager| "
                  f"{self.max_loss_diff}, max |grad - eager| {self.max_grad_diff}, graph breaks {self.graph_breaks}, "
                  f"recompiles {self.recompiles}, graphs {len(self.graphs)}"]
@@ -155,7 +157,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
         training.load(weights)
         grads = _train(training, steps, result)
         return _Reference(list(result.losses), grads), weights
-    plugin = mode == "plugin"
+    plugin = mode == PLUGIN
     with explaining(plugin=plugin, backend=backend) if explain else _installed(plugin) as session:
         training = build(True, backend)
         if weights is None:
@@ -218,7 +220,7 @@ def problems(plugin: RunResult, stock: RunResult | None, loss_tol: float, grad_t
     if plugin.error:
         found.append(f"raised: {plugin.error.strip().splitlines()[-1]}")
     found += [f"compile failure: {f}" for f in plugin.failures]
-    found += [f"plugin graph break: {b}" for b in plugin.break_reasons if b.startswith(PLUGIN)]
+    found += [f"plugin graph break: {b}" for b in plugin.break_reasons if b.startswith(PLUGIN_ORIGIN)]
     if plugin.max_loss_diff is None or plugin.max_loss_diff > loss_tol:
         found.append(f"losses differ from eager by {plugin.max_loss_diff}")
     if plugin.max_grad_diff is None or plugin.max_grad_diff > grad_tol:
@@ -230,6 +232,24 @@ def problems(plugin: RunResult, stock: RunResult | None, loss_tol: float, grad_t
             found.append(f"recompiles: plugin {plugin.recompiles} > stock {stock.recompiles}: "
                          f"{plugin.recompile_reasons}")
     return found
+
+
+def failures_against_stock(per_rank: Iterable[Mapping[str, RunResult]], loss_tol: float,
+                           grad_tol: float) -> list[str]:
+    """Each rank's runs (mode -> RunResult) judged: the plugin run's
+    ``problems`` and whether its graphs' collectives differ from stock's,
+    each failing rank with both runs' reports. Eager or stock raising is an
+    ``AssertionError`` (the comparison has nothing to stand on)."""
+    failures = []
+    for runs in per_rank:
+        eager, stock, plugin = runs["eager"], runs[STOCK], runs[PLUGIN]
+        assert eager.error is None and stock.error is None, eager.report() + "\n" + stock.report()
+        found = problems(plugin, stock, loss_tol, grad_tol)
+        if plugin.collectives() != stock.collectives():
+            found.append("the graphs' collectives differ from stock's")
+        if found:
+            failures.append("\n".join(found) + "\n" + plugin.report() + "\n" + stock.report())
+    return failures
 
 
 def _rank() -> int:

@@ -117,10 +117,6 @@ def _x():
     return torch.zeros(1)
 
 
-def _c(fn, *argsets):
-    return lambda: (fn, [tuple(a() if callable(a) else a for a in args) for args in argsets])
-
-
 def _mesh_queries():
     def fn(x, m):
         return x + m.ndim, (m.shape, m.size(), m.size(1), m.size(mesh_dim=0), m.mesh_dim_names,

@@ -100,7 +100,7 @@ def member_table(stock: Iterable | None = None, previous: str | None = None, ver
     for type_name, table in ALL_TABLES.items():
         for name, member in table.items():
             shown = f"`{name}()`" if member.method else f"`{name}`"
-            ours = member.describe()
+            ours = member.coverage_text()
             key = (type_name, shown)
             keys.append(key)
             ours_of[key] = ours

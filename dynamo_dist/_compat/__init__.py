@@ -82,7 +82,6 @@ from .distributed import (  # noqa: F401
     redistribute_planner_flags,
     register_device_mesh_ops,
     mesh_full_tensor_list,
-    mesh_layout_key,
     mesh_rank_map,
     placement_fields,
     runtime_coordinate_op,
@@ -153,7 +152,6 @@ from .slots import (  # noqa: F401
     JUMP_HOOKS,
     DUNDERS,
     FAMILY,
-    NEEDS_CALL_STR_HOOK,
     SLOTS,
     SLOTS_2_13,
     SLOTS_2_14,
@@ -161,7 +159,6 @@ from .slots import (  # noqa: F401
     Tracker,
     ValueTracker,
     base_slot,
-    has_slots,
     missing_slots,
     slot_method,
 )
@@ -198,8 +195,6 @@ def version_supported(version: str | None = None) -> bool:
     first, end = SUPPORTED_RANGE
     return release is not None and first <= release < end
 
-
-SUPPORTED = version_supported(TORCH_VERSION)
 
 
 def check_supported() -> None:

@@ -18,9 +18,6 @@ programs get stable, sound cache keys, and the counters diagnostics read.
   leaves out ``torchbind_constants`` (opaque objects such as a mesh the graph
   calls ``mesh_get_process_group`` on under ``compile_on_one_rank``), so the
   loaded graph runs with ``None`` there (torch 2.13-2.15).
-- ``cacheable_functions()``: inductor's ``unsafe_marked_cacheable_functions``
-  (name -> version string, part of the key through the config hash): the
-  functions the AOTAutograd cache accepts as graph call targets.
 - ``sdpa_backend_calls()``: the two private functions Dynamo puts in a graph
   for ``with sdpa_kernel(...)`` (``SDPAKernelVariable``, torch 2.11-2.15):
   ``_backend_from_string(name)`` per backend and ``_sdpa_kernel(backends,
@@ -98,10 +95,6 @@ def constants_loaders() -> tuple[type, ...]:
 def stored_opaque_constants(graph: Any) -> dict[str, Any]:
     """The opaque-object constants a compiled FX graph was saved with."""
     return dict(getattr(graph, "torchbind_constants", None) or {})
-
-
-def cacheable_functions() -> dict[str, str]:
-    return importlib.import_module("torch._inductor.config").unsafe_marked_cacheable_functions
 
 
 def sdpa_backend_calls() -> dict[str, Callable[..., Any]]:

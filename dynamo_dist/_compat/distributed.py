@@ -163,11 +163,6 @@ def mesh_hash_key(mesh: Any) -> tuple | None:
     return key() if key is not None else None
 
 
-def mesh_layout_key(mesh: Any) -> Any:
-    # _MeshLayout is an immutable, hashable value (sizes and strides per dim).
-    return mesh._layout
-
-
 def live_meshes() -> list[Any]:
     """Every ``DeviceMesh`` this process holds now. torch keeps no registry
     of its meshes (``_mesh_resources`` holds only the ``with mesh:`` stack),

@@ -36,7 +36,7 @@ from torch._dynamo.convert_frame import ConvertFrameAssert, get_compile_id
 from torch._dynamo.package import (CompilePackage, DynamoCache, PrecompileCacheEntry, SerializedCode,
                                    load_guard_manager, load_guards_state)
 from torch._dynamo.precompile_context import PrecompileContext
-from torch._dynamo.types import ConvertFrameReturn, GuardedCode, wrap_guarded_code
+from torch._dynamo.types import GuardedCode, wrap_guarded_code
 
 from .dynamo import precompile_caching
 
@@ -189,9 +189,4 @@ def loaded_code(package: Any, frame: Any, frame_state: dict) -> Any | None:
             return wrap_guarded_code(GuardedCode(code, guard_manager, compile_id,
                                                  f"Torch-Compiled Region: {compile_id} (loaded)"))
     return None
-
-
-def is_traced(result: Any) -> bool:
-    """A frame conversion's result holds code Dynamo traced."""
-    return isinstance(result, ConvertFrameReturn) and result.guarded_code is not None
 

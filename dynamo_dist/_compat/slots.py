@@ -111,7 +111,6 @@ BUILTIN_HOOKS_BY_FAMILY: dict[str, dict[str, str]] = {
     "2.14": {},
 }
 BUILTIN_HOOKS: dict[str, str] = BUILTIN_HOOKS_BY_FAMILY[FAMILY]
-NEEDS_CALL_STR_HOOK = "call_str" in BUILTIN_HOOKS
 
 # The tracer's conditional jumps (``InstructionTranslatorBase.<opcode>``) ->
 # (the truth that takes the jump, whether the tested value stays on the stack
@@ -137,11 +136,6 @@ def missing_slots() -> list[str]:
     if TENSOR_GETATTR_SLOT not in TensorVariable.__dict__:
         missing.append(f"TensorVariable.{TENSOR_GETATTR_SLOT}")
     return missing
-
-
-def has_slots() -> bool:
-    """Whether the running torch has the slots this table binds."""
-    return not missing_slots()
 
 
 class Tracker(VariableTracker):

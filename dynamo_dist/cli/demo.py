@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-stock", action="store_true", help="skip the stock-torch compiled run")
 
 
-def _describe(config) -> str:
+def _config_text(config) -> str:
     return (f"dim {config.dim}, hidden {config.hidden}, {config.n_heads} heads, "
             f"seq {config.seq_len}, batch {config.batch}")
 
@@ -135,7 +135,7 @@ def _run_rank(options: DemoOptions, rank: int, world: int, say: Any, device: Any
     summary = RankSummary(rank, groups={mesh.get_group("tp").group_name: "tp"},
                           threads=torch.get_num_threads(), cpus=os.cpu_count() or 1)
     say(f"world of {world} ranks ({dist.get_backend()}, {device.type}), mesh tp={world}; "
-        f"{options.model} ({_describe(options.config)}), {options.steps} steps")
+        f"{options.model} ({_config_text(options.config)}), {options.steps} steps")
 
     def trainer(backend: str | None, label: str) -> Trainer:
         return Trainer(options.model, options.config, mesh, backend=backend, device=device, label=label)
@@ -201,7 +201,7 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
     eager on every rank and the plugin's run worked; 1 otherwise)."""
     first = ranks[0]
     labels = [label for label in ("dynamo_dist", "stock") if label in first.runs]
-    out = [f"dynamo_dist demo: tensor-parallel {options.model} ({_describe(options.config)})",
+    out = [f"dynamo_dist demo: tensor-parallel {options.model} ({_config_text(options.config)})",
            f"  {world} ranks, {dist_backend} on {device_type}, launched by {options.launcher}; 1-D mesh tp={world}; "
            f"torch.compile backend {options.backend}; {options.steps} SGD steps, backward outside the compiled "
            f"region", ""]
@@ -321,11 +321,11 @@ def run(args: argparse.Namespace) -> int:
     if torchrun:
         status, report = _join_torchrun_world(options)
     else:
-        from dynamo_dist.worlds import run_in_gloo_world
+        from dynamo_dist.worlds import run_in_world
 
         backend = "nccl" if use_cuda else "gloo"
         print(f"[demo] starting {world} {backend} ranks on {'GPU' if use_cuda else 'CPU'} ...", flush=True)
-        results = run_in_gloo_world(run_rank, world, options, backend=backend, timeout=1800)
+        results = run_in_world(run_rank, world, options, backend=backend, timeout=1800)
         statuses = {status for status, _ in results}
         status, report = max(statuses), results[0][1]
     if report is not None:
@@ -339,7 +339,7 @@ def _join_torchrun_world(options: DemoOptions) -> tuple[int, str | None]:
     import torch
     import torch.distributed as dist
 
-    from dynamo_dist.worlds.gloo import leave_world
+    from dynamo_dist.worlds.spawned import leave_world
 
     if options.device_type == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .._compat import observe as O
-from ..diagnostics.backend import RecordingBackend as CaptureBackend
+from ..diagnostics.backend import CaptureBackend
 from .models import build_model, local_input, make_input
 
 __all__ = ["TrainRun", "Trainer", "train_interleaved", "compare", "ticking"]
@@ -69,7 +69,7 @@ class Trainer:
     """SGD on an MSE loss for ``model_name`` (see
     :mod:`dynamo_dist.demo.models`), parallelized on the 1-D ``mesh``.
     ``backend=None`` runs eagerly; otherwise the model is compiled with
-    :class:`~dynamo_dist.diagnostics.backend.RecordingBackend` (``backend``) under
+    :class:`~dynamo_dist.diagnostics.backend.CaptureBackend` (``backend``) under
     whatever Dynamo configuration is active when it first runs (plugin
     installed or not). ``loss.backward()`` and the optimizer step run outside
     the compiled region, as users write them."""

@@ -1,6 +1,6 @@
 """The one recording backend: a ``torch.compile`` backend that records what
 it compiles. ``explain`` records through it (``recording.Recorder``), and
-``dynamo_dist.testing`` exports it for users' tests (as ``CaptureBackend``).
+``dynamo_dist.testing`` exports it for users' tests.
 
 It compiles with ``"eager"``, ``"aot_eager"`` or ``"inductor"`` and keeps the
 Dynamo graphs and the post-AOTAutograd forward and backward graphs (where
@@ -18,12 +18,12 @@ import torch.fx
 from .._compat import observe as O
 from .graphs import Collective, collectives_in
 
-__all__ = ["RecordingBackend", "BACKENDS"]
+__all__ = ["CaptureBackend", "BACKENDS"]
 
 BACKENDS = ("eager", "aot_eager", "inductor")
 
 
-class RecordingBackend:
+class CaptureBackend:
     """A ``torch.compile`` backend that compiles with ``backend`` and records:
 
     - ``dynamo_graphs``: every graph Dynamo hands to the backend (one per

@@ -18,7 +18,7 @@ import textwrap
 import torch
 
 from .._compat import dynamo_logs as L
-from .report import GraphBreak
+from .report import PLUGIN, STOCK_DYNAMO, GraphBreak
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dynamo_dist/
 
@@ -36,6 +36,11 @@ def _internal_roots() -> tuple[str, ...]:
         _PACKAGE_DIR + os.sep,
         os.path.dirname(os.__file__) + os.sep,  # the standard library (runpy, ...)
     )
+
+
+def _origin(gb_type: str) -> str:
+    """Whose break it is: the plugin's (its ``dynamo_dist:`` gb_types) or stock Dynamo's."""
+    return PLUGIN if gb_type.startswith("dynamo_dist:") else STOCK_DYNAMO
 
 
 def is_user_file(path: str) -> bool:
@@ -73,7 +78,7 @@ def parse_log(text: str, compile_id: str, memo: dict) -> GraphBreak | None:
         explanation=explanation,
         hints=hints,
         context=textwrap.shorten(context, 300) if context else "",
-        origin="dynamo_dist" if gb_type.startswith("dynamo_dist:") else "stock Dynamo",
+        origin=_origin(gb_type),
         effect=effect,
         code=linecache.getline(ufile, uline).strip(),
         compile_ids=[compile_id],
@@ -95,7 +100,7 @@ def from_failure(fail_reason: str, file: str | None, line: int | None, function:
     return GraphBreak(
         file=file, line=line, function=L.user_function(function), gb_type=gb_type,
         explanation=explanation, hints=hints, context=textwrap.shorten(context, 300) if context else "",
-        origin="dynamo_dist" if gb_type.startswith("dynamo_dist:") else "stock Dynamo",
+        origin=_origin(gb_type),
         effect=effect,
         code=linecache.getline(file, line).strip() if line else "", compile_ids=[compile_id],
     )

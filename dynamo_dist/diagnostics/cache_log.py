@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .. import _hooks
 from .._compat import observe as O
 from .. import compile_once
-from .caches import CacheEvents, describe
+from .caches import CacheEvents, lookup_reason
 from .report import PLUGIN
 
 Printed = Callable[[str, str, str], None]
@@ -75,7 +75,7 @@ class CacheLog:
         found: list[str] = []
         for cache in ("aot_autograd", "fx_graph"):
             for raw in self.bypass_reasons(cache):
-                words, _ = describe(cache, "bypass", {"cache_bypass_reason": raw}, "", mode)
+                words, _ = lookup_reason(cache, "bypass", {"cache_bypass_reason": raw}, "", mode)
                 if f"{cache}: {words}" not in found:
                     found.append(f"{cache}: {words}")
         return found

@@ -64,7 +64,7 @@ class CacheEvents:
         for cache, state, payload, stage in self.events.get(cid, []):
             if cache == FX and not stage:
                 stage = "backward" if any(o.stage == "forward" for o in fx) else "forward"
-            reason, detail = describe(cache, state, payload, where, mode)
+            reason, detail = lookup_reason(cache, state, payload, where, mode)
             source = describe_source(self.sources.get(str(payload.get("key"))))
             (aot if cache == AOT else fx).append(CacheOutcome(cache, stage, state, reason, detail, source))
         lowered = bool(fx) or any(s in graph.stages for s in ("forward", "backward"))
@@ -105,7 +105,7 @@ def _off(cache: str, settings: dict[str, Any]) -> str:
     return "AOTAutograd cache disabled (torch._functorch.config.enable_autograd_cache=False)"
 
 
-def describe(cache: str, state: str, payload: dict[str, Any], where: str, mode: str) -> tuple[str, str]:
+def lookup_reason(cache: str, state: str, payload: dict[str, Any], where: str, mode: str) -> tuple[str, str]:
     """(reason in plain words, torch's own reason) for one lookup."""
     if state == "hit":
         saved_s = payload.get("time_saved_ns", 0) / 1e9 or payload.get("time_saved_ms", 0) / 1e3

@@ -131,7 +131,7 @@ def _is_wait(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and O.op_namespace_and_name(node.target) == ("_c10d_functional", WAIT)
 
 
-def _describe(node: torch.fx.Node, op: str, names: list[str], waited: bool | None, stage: str) -> Collective:
+def _collective(node: torch.fx.Node, op: str, names: list[str], waited: bool | None, stage: str) -> Collective:
     args = _bound_args(node, names)
     group = _group_of(args)
     inputs = _meta(args.get(names[0])) if names else None
@@ -163,7 +163,7 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
                 continue
             namespace, op = named
             if named in _SYNC_OPS:
-                found.append(_describe(node, op, O.op_schema_args(node.target) or [], None, stage))
+                found.append(_collective(node, op, O.op_schema_args(node.target) or [], None, stage))
             elif namespace == "_c10d_functional":
                 if op == WAIT:
                     if waits:
@@ -173,7 +173,7 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
                 users = [u for user in node.users
                          for u in (user.users if user.target is operator.getitem else [user])]
                 waited = any(_is_wait(user) for user in users)
-                found.append(_describe(node, op, O.op_schema_args(node.target) or [], waited, stage))
+                found.append(_collective(node, op, O.op_schema_args(node.target) or [], waited, stage))
     return found
 
 
@@ -185,7 +185,7 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
 # the inputs the same way.
 
 class _PrintedCall:
-    """A call in a printed graph, shaped like the ``fx.Node`` ``_describe``
+    """A call in a printed graph, shaped like the ``fx.Node`` ``_collective``
     reads: its arguments, tensors as meta tensors of their printed type."""
 
     def __init__(self, args: tuple, kwargs: dict) -> None:
@@ -277,7 +277,7 @@ def collectives_in_printed(code: str, stage: str = "", *, waits: bool = True) ->
             printed = _PrintedCall(tuple(_printed_value(a, tensors) for a in call.args),
                                    {k.arg: _printed_value(k.value, tensors) for k in call.keywords if k.arg})
             waited = None if (namespace, op) in _SYNC_OPS else name in waited_names
-            found.append(_describe(printed, op, O.op_schema_args(target) or [], waited, stage))
+            found.append(_collective(printed, op, O.op_schema_args(target) or [], waited, stage))
     return found
 
 

@@ -32,9 +32,8 @@ from typing import Any
 from .._compat import dynamo_logs as L
 from .._compat import observe as O
 from .report import (DECLINED, LOADED, LOADED_FROM_RANK, LOADED_FROM_RANK_THEN_TRACED, LOADED_THEN_TRACED, NOT_SAVED,
-                     PACKAGED, PLUGIN, TRACED, ExplainReport, FrameOrigin)
+                     PACKAGED, PLUGIN, STOCK_DYNAMO, TRACED, ExplainReport, FrameOrigin)
 
-STOCK_DYNAMO = "stock Dynamo"
 # How the plugin's own reason for declining a package begins (``_compat/dynamo.py``).
 PLUGIN_REASON = "dynamo_dist:"
 # Backends whose compiles torch's precompile saves (it saves a frame with its AOTAutograd entry).

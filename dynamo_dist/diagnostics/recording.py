@@ -40,7 +40,7 @@ from ..guards import _notes
 from . import breaks as B
 from . import caches as K
 from . import precompile as P
-from .backend import RecordingBackend
+from .backend import CaptureBackend
 from .cache_log import TraceHandler
 from .graphs import collectives_in, collectives_in_printed
 from .guard_terms import clean_guard, describe_value, explain_failure, strip_scope, summarize
@@ -69,7 +69,7 @@ class Recorder:
         # inductor: the AOTAutograd cache stays as the user has it, so the
         # outcomes reported are the real compile's (on a hit, AOTAutograd
         # traces nothing: the graph's forward/backward are then not seen).
-        self.backend = RecordingBackend(lowering, allowed=LOWERINGS, on_graph=self.add_graph,
+        self.backend = CaptureBackend(lowering, allowed=LOWERINGS, on_graph=self.add_graph,
                                         on_stage=self.add_stage, on_error=self._not_lowered, tolerant=True,
                                         name=f"dynamo_dist_explain_{lowering}", autograd_cache=True)
         self.lowering = lowering

@@ -10,8 +10,12 @@ from typing import Any
 from .graphs import Collective
 from .render import _short, render
 
+# The two sides, as explain names them: its modes (``ExplainReport.mode``). PLUGIN is
+# also the origin of the plugin's own graph breaks and declined packages, and
+# STOCK_DYNAMO the origin of everyone else's.
 PLUGIN = "dynamo_dist"
 STOCK = "stock torch"
+STOCK_DYNAMO = "stock Dynamo"
 
 # A frame's origin under torch's precompile, and what became of what was traced.
 TRACED = "traced here"
@@ -33,7 +37,7 @@ class GraphBreak:
     explanation: str
     hints: list[str]
     context: str
-    origin: str  # "dynamo_dist" (the plugin's own break) or "stock Dynamo"
+    origin: str  # PLUGIN (the plugin's own break) or STOCK_DYNAMO
     effect: str  # what Dynamo did about it
     code: str = ""  # the user's source line
     compile_ids: list[str] = field(default_factory=list)
@@ -97,7 +101,7 @@ class FrameOrigin:
     compile_ids: list[str] = field(default_factory=list)  # the compiles of it in this process
     package: str = ""  # traced frames: PACKAGED, DECLINED or NOT_SAVED; "" for a frame only loaded
     reason: str = ""  # why it was declined or not saved
-    declined_by: str = ""  # DECLINED: "dynamo_dist" (the plugin's guards) or "stock Dynamo"
+    declined_by: str = ""  # DECLINED: PLUGIN (the plugin's guards) or STOCK_DYNAMO
 
 
 @dataclass

@@ -38,11 +38,21 @@ def compile_and_run(
     if reset:
         O.reset_dynamo()
     eager = fn(*args, **kwargs)
+    run, _ = _run_compiled(fn, eager, backend, fullgraph, lambda compiled_fn: (compiled_fn(*args, **kwargs), None))
+    return run
+
+
+def _run_compiled(fn: Callable[..., Any], eager: Any, backend: str, fullgraph: bool,
+                  call: Callable[[Callable[..., Any]], tuple[Any, BaseException | None]],
+                  ) -> tuple[CompiledRun, BaseException | None]:
+    """``fn`` compiled with a counting ``backend`` and run by ``call`` (its
+    result and the exception it caught, if it catches any), with the graphs,
+    frames and graph breaks of that run."""
     counter = O.compile_counter(backend)
     breaks_before = O.graph_break_count()
     compiled_fn = torch.compile(fn, backend=counter, fullgraph=fullgraph)
-    compiled = compiled_fn(*args, **kwargs)
-    return CompiledRun(
+    compiled, exc = call(compiled_fn)
+    run = CompiledRun(
         eager=eager,
         compiled=compiled,
         graphs=list(counter.graphs),
@@ -50,6 +60,7 @@ def compile_and_run(
         graph_breaks=O.graph_break_count() - breaks_before,
         compiled_fn=compiled_fn,
     )
+    return run, exc
 
 
 # ---------------------------------------------------------------------------
@@ -128,18 +139,9 @@ def assert_compiles_like_eager(
     """
     O.reset_dynamo()
     eager, eager_exc = _call(fn, args, kwargs)
-    counter = O.compile_counter(backend)
-    breaks_before = O.graph_break_count()
-    compiled_fn = torch.compile(fn, backend=counter, fullgraph=fullgraph)
-    compiled, compiled_exc = _call(compiled_fn, args, kwargs)
-    run = CompiledRun(
-        eager=eager,
-        compiled=compiled,
-        graphs=list(counter.graphs),
-        frame_count=counter.frame_count,
-        graph_breaks=O.graph_break_count() - breaks_before,
-        compiled_fn=compiled_fn,
-    )
+    run, compiled_exc = _run_compiled(fn, eager, backend, fullgraph,
+                                      lambda compiled_fn: _call(compiled_fn, args, kwargs))
+    compiled = run.compiled
     if compiled_exc is not None and _is_internal(compiled_exc):
         raise AssertionError(f"InternalTorchDynamoError: {compiled_exc}") from compiled_exc
     if eager_exc is not None:

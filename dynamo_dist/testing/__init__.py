@@ -6,7 +6,7 @@ Importable without pytest:
   ``make_mesh(shape, names)``: ``init_device_mesh`` on the current world.
 - ``distributed_objects_in(graph_module)``: meshes, groups and placements that
   leaked into an FX graph (rule 1: there must be none).
-- ``run_in_gloo_world(fn, n)``: ``fn`` on every rank of a real gloo world.
+- ``run_in_world(fn, n)``: ``fn`` on every rank of a real gloo (or NCCL) world.
 - ``compile_and_run(fn, *args, fullgraph=True)``: compiled result, eager
   result, captured graphs and frame count, side by side.
 - ``CaptureBackend(backend)``: a ``torch.compile`` backend that records the
@@ -25,11 +25,11 @@ This package only re-exports: the implementations live in ``dynamo_dist.worlds``
 and ``dynamo_dist.fuzzing`` (the oracle, strategies).
 """
 
-from ..diagnostics.backend import RecordingBackend as CaptureBackend
+from ..diagnostics.backend import CaptureBackend
 from ..diagnostics.compare import difference
 from ..diagnostics.graphs import Collective, collectives_in, distributed_objects_in
 from ..fuzzing.oracle import CompiledRun, assert_compiles_like_eager, compile_and_run
-from ..worlds import GlooPool, fake_world, make_mesh, run_in_gloo_world
+from ..worlds import GlooPool, fake_world, make_mesh, run_in_world
 
-__all__ = ["fake_world", "make_mesh", "distributed_objects_in", "run_in_gloo_world", "compile_and_run", "CompiledRun"]
+__all__ = ["fake_world", "make_mesh", "distributed_objects_in", "run_in_world", "compile_and_run", "CompiledRun"]
 __all__ += ["assert_compiles_like_eager", "difference", "GlooPool", "CaptureBackend", "Collective", "collectives_in"]

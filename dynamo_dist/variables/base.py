@@ -21,7 +21,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from .. import _compat as C
 from .. import tracked_types
-from .breaks import Break, describe, graph_break, log, raise_like_eager
+from .breaks import Break, short_repr, graph_break, log, raise_like_eager
 from .folding import NO_VALUE, constant_args, real_value
 from .identity import Identity
 from .members import Kind, Member, MemberTable
@@ -272,7 +272,7 @@ class DistObjectVariable(C.Tracker):
             what = f"{what}({call})"
         else:
             step = GetAttr(name)
-        log.debug("folded %s -> %s", what, describe(result))
+        log.debug("folded %s -> %s", what, short_repr(result))
         return wrap_value(tx, result, step_for(self, step), what)
 
     def runtime_rank_member(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:

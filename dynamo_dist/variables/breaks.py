@@ -207,15 +207,15 @@ def raise_like_eager(tx: Any, exc: BaseException) -> NoReturn:
                 exc_type=exc_type.__name__, exc=exc)
 
 
-def describe(value: Any) -> str:
+def short_repr(value: Any) -> str:
     """Short, user-facing text for a folded value."""
     if isinstance(value, C.ProcessGroup):
         return f"ProcessGroup(name={value.group_name!r}, size={value.size()})"
     if isinstance(value, (list, tuple)) and any(isinstance(v, C.ProcessGroup) for v in value):
-        return f"[{', '.join(describe(v) for v in value)}]"
+        return f"[{', '.join(short_repr(v) for v in value)}]"
     return repr(value)
 
 
-def describe_call(pargs: list, pkwargs: dict) -> str:
+def short_args_repr(pargs: list, pkwargs: dict) -> str:
     """``1, 'tp', dim=0`` for the arguments of a folded call."""
-    return ", ".join([*map(describe, pargs), *(f"{k}={describe(v)}" for k, v in pkwargs.items())])
+    return ", ".join([*map(short_repr, pargs), *(f"{k}={short_repr(v)}" for k, v in pkwargs.items())])

@@ -30,7 +30,7 @@ from .. import _compat as C
 from ..caching import baked_ops
 from ..guards import install_identity_guard
 from ..tracked_types import TrackedType, declare
-from .breaks import Break, describe, describe_call, graph_break, log
+from .breaks import Break, short_repr, short_args_repr, graph_break, log
 from .build import build
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
@@ -173,7 +173,7 @@ def call_method(tx: Any, self_vt: Any, name: str, args: list, kwargs: dict) -> A
         log.debug("%s: argument not foldable, handing the call to stock Dynamo", name)
         return None
     pargs, pkwargs = consts
-    shown = describe_call(pargs, pkwargs)
+    shown = short_args_repr(pargs, pkwargs)
 
     def op(t: Any) -> Any:
         return getattr(t, name)(*pargs, **pkwargs)
@@ -225,7 +225,7 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
     run_check = bool(options.pop("run_check", False))
     if "placements" in options and options["placements"] is not None:
         options["placements"] = tuple(options["placements"])
-    shown = ", ".join(f"{k}={describe(v)}" for k, v in options.items())
+    shown = ", ".join(f"{k}={short_repr(v)}" for k, v in options.items())
 
     if run_check:
         check = _run_check(mesh, options.get("placements"), "shape" not in options and "stride" not in options)
@@ -237,10 +237,10 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
             return DTensor.from_local(x, mesh, run_check=False, **options)
 
     log.debug("DTensor.from_local(mesh=%s, %s, run_check=%s) traced with its arguments folded",
-              describe(mesh), shown, run_check)
+              short_repr(mesh), shown, run_check)
     # run_check's collectives use the world group and check shapes unless given.
     checked = (dist.group.WORLD, "shape" not in options and "stride" not in options) if run_check else None
-    return _graph_call(tx, op, "from_local", f"DTensor.from_local({describe(mesh)}, {shown})", local,
+    return _graph_call(tx, op, "from_local", f"DTensor.from_local({short_repr(mesh)}, {shown})", local,
                        mesh, options, checked)
 
 
@@ -286,7 +286,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         graph_break(Break.DISTRIBUTE_REQUIRES_GRAD, context="distribute_tensor(...)")
     src_data_rank = options.pop("src_data_rank", 0)
     sources = _broadcast_sources(mesh, src_data_rank)
-    shown = ", ".join(f"{k}={describe(v)}" for k, v in options.items())
+    shown = ", ".join(f"{k}={short_repr(v)}" for k, v in options.items())
 
     def op(t: Any) -> Any:
         # Eager scatters/broadcasts from coordinate `src_data_rank` of each

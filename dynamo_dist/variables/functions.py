@@ -16,7 +16,7 @@ import torch.distributed.distributed_c10d as c10d
 from .. import _compat as C
 from ..guards import install_default_group_guard, install_identity_guard
 from ..tracked_types import TrackedType, declare
-from .breaks import Break, describe, describe_call, graph_break, log, raise_like_eager
+from .breaks import Break, short_repr, short_args_repr, graph_break, log, raise_like_eager
 from .folding import constant_args
 from .importable import ImportableObjectVariable
 from .members import Kind, Member, MemberTable
@@ -118,7 +118,7 @@ def fold_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwa
         result = vt.value(*pargs, **pkwargs)
     except Exception as e:
         raise_like_eager(tx, e)
-    log.debug("folded %s(%s) -> %s", what, describe_call(pargs, pkwargs), describe(result))
+    log.debug("folded %s(%s) -> %s", what, short_args_repr(pargs, pkwargs), short_repr(result))
     return wrap_value(tx, result, Rebuild(vt, ()), what)
 
 

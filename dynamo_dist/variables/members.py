@@ -91,7 +91,7 @@ class Member:
                          "but method=False")
         return found
 
-    def describe(self) -> str:
+    def coverage_text(self) -> str:
         """What the plugin does with this member, as the coverage page says it."""
         if self.kind is Kind.BREAK:
             return f"graph break, hint: {self.hint.split(':')[0].split('. ')[0].rstrip('.')}"

@@ -18,8 +18,16 @@ from .. import _compat as C
 from .breaks import Break, graph_break
 
 
+class _Replayed:
+    """A step applied to a real object the way bytecode replays it: from its
+    data (``as_data``), through the class's ``replay``."""
+
+    def apply(self, obj: Any) -> Any:
+        return self.replay(obj, self.as_data())  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
-class GetAttr:
+class GetAttr(_Replayed):
     """``obj.name``"""
 
     name: str
@@ -32,15 +40,12 @@ class GetAttr:
     def as_data(self) -> tuple:
         return (self.TAG, self.name)
 
-    def apply(self, obj: Any) -> Any:
-        return self.replay(obj, self.as_data())
-
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
         return C.slot_method(vt, "vt_getattr")(tx, self.name)
 
 
 @dataclass(frozen=True)
-class CallMethod:
+class CallMethod(_Replayed):
     """``obj.name(*args, **dict(kwargs))``; ``kwargs`` is a sorted tuple of pairs."""
 
     name: str
@@ -55,9 +60,6 @@ class CallMethod:
     def as_data(self) -> tuple:
         return (self.TAG, self.name, self.args, self.kwargs)
 
-    def apply(self, obj: Any) -> Any:
-        return self.replay(obj, self.as_data())
-
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
         return vt.call_method(
             tx, self.name, [C.constant(a) for a in self.args], {k: C.constant(v) for k, v in self.kwargs}
@@ -65,7 +67,7 @@ class CallMethod:
 
 
 @dataclass(frozen=True)
-class GetItem:
+class GetItem(_Replayed):
     """``obj[index]``"""
 
     index: Any
@@ -77,9 +79,6 @@ class GetItem:
 
     def as_data(self) -> tuple:
         return (self.TAG, self.index)
-
-    def apply(self, obj: Any) -> Any:
-        return self.replay(obj, self.as_data())
 
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
         return vt.call_method(tx, "__getitem__", [C.constant(self.index)], {})

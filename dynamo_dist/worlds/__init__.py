@@ -4,9 +4,9 @@ a gloo world kept alive across many calls. Public through ``dynamo_dist.testing`
 fuzzer and the coverage cases use them from here."""
 
 from .fake import fake_world, make_mesh
-from .gloo import run_in_gloo_world
+from .spawned import run_in_world
 from .pool import GlooPool
 from .recording import Collective, CollectiveLog, recording_world
 
-__all__ = ["fake_world", "make_mesh", "run_in_gloo_world", "GlooPool", "recording_world", "Collective",
+__all__ = ["fake_world", "make_mesh", "run_in_world", "GlooPool", "recording_world", "Collective",
            "CollectiveLog"]

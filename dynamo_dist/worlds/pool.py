@@ -1,6 +1,6 @@
 """A real multi-process gloo world kept alive across many calls.
 
-``run_in_gloo_world`` spawns a world per call; a property that checks
+``run_in_world`` spawns a world per call; a property that checks
 hundreds of examples needs one world for all of them. ``GlooPool`` spawns the
 ranks once; ``pool.run(fn, *args)`` runs ``fn(*args)`` on every rank (in
 step, so collectives match) and returns the per-rank results.
@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from .gloo import _free_port, _rank_main
+from .spawned import _free_port, _rank_main
 
 
 def _serve(commands: list[Any], results: Any) -> str:

@@ -49,7 +49,7 @@ def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
         out.put((rank, False, traceback.format_exc()))
 
 
-def run_in_gloo_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
+def run_in_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
                       backend: str = "gloo") -> list[Any]:
     """``fn(*args)`` on each rank (a module-level, picklable function); returns
     the per-rank results in rank order, or raises with the failing rank's
