@@ -57,14 +57,21 @@ def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
     assert aot[1 - compilers[0]][3].startswith(f"loaded from rank {compilers[0]} (waited ")
 
 
+@pytest.fixture(scope="module")
+def precompiled_job(tmp_path_factory):
+    """A job under torch's precompile and compile once: (its directory, the
+    runs of its 2 ranks); each rank saves Dynamo's entries."""
+    root = tmp_path_factory.mktemp("precompiled_job")
+    return root, spawn_world(rank_run, 2, str(root), explain=True, precompile=True, save=True)
+
+
 @pytest.mark.release
-def test_under_precompile_one_rank_traces_the_frame_and_the_other_runs_it_untraced(tmp_path):
+def test_under_precompile_one_rank_traces_the_frame_and_the_other_runs_it_untraced(precompiled_job):
     """With torch's precompile on, compile once ships Dynamo's entry of the
     frame: one rank traces it, the other runs it without tracing it or
     looking anything up in the compile caches, and ``explain`` says on each
-    rank where the frame came from. What each rank saves restarts it with
-    nothing traced, the rank that loaded the frame included."""
-    runs = spawn_world(rank_run, 2, str(tmp_path), explain=True, precompile=True, save=True)
+    rank where the frame came from."""
+    _, runs = precompiled_job
     assert all(run["same_as_eager"] for run in runs.values())
     tracers = [r for r, run in runs.items() if run["traced"]]
     assert len(tracers) == 1, {r: (run["traced"], run["stats"]) for r, run in runs.items()}
@@ -77,7 +84,13 @@ def test_under_precompile_one_rank_traces_the_frame_and_the_other_runs_it_untrac
     assert (function, origin) == ("forward", f"loaded from rank {tracers[0]}")
     [(function, origin, why)] = tracer["explained"]["frames"]
     assert (function, origin) == ("forward", "traced here") and "sent to the others" in why, why
-    restarted = spawn_world(rank_run, 2, str(tmp_path), explain=True, precompile=True)
+
+
+def test_a_job_under_precompile_restarts_with_nothing_traced(precompiled_job):
+    """What each rank of that job saved restarts it with nothing traced, the
+    rank that loaded the frame from another included."""
+    root, _ = precompiled_job
+    restarted = spawn_world(rank_run, 2, str(root), explain=True, precompile=True)
     for run in restarted.values():
         assert run["same_as_eager"] and run["traced"] == 0 and "frames_loaded" not in run["stats"]
         assert [origin for _, origin, _ in run["explained"]["frames"]] == ["loaded from Dynamo's cache"]
