@@ -11,6 +11,8 @@ as stock."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from devtools.clients import HFCase, missing, run_driver
@@ -74,3 +76,28 @@ def test_moe_experts_are_sharded_dtensors_reduced_like_a_dense_mlp(family, runs)
             for weight, placement in (("gate_up_proj", "_StridedShard(dim=1, sf=2)"), ("down_proj", "Shard(dim=2)")):
                 guard = f"{experts}._parameters['{weight}']`: DTensor ({placement},) on mesh (tp={case.tp_size})"
                 assert guard in plugin.distributed_guards, plugin.distributed_guards
+
+
+def test_a_restart_with_torchs_precompile_loads_the_model(tmp_path, monkeypatch):
+    """The Llama compiled with inductor under torch's precompile
+    (``TORCH_CACHING_PRECOMPILE=1``, a cache dir per rank), then the same job
+    restarted in a fresh world on the same dirs: on every rank the restart
+    loads every frame from Dynamo's cache (traces none) and trains like
+    eager. (The model's frame is a ``functools.wraps`` wrapper, transformers'
+    ``deprecate_kwarg``, whose globals are another module's than its
+    ``__module__``: stock raises NameError on a restart.)"""
+    monkeypatch.setenv("TORCH_CACHING_PRECOMPILE", "1")
+    runs = []
+    for _ in range(2):
+        driver = functools.partial(run_driver, explain=False, precompile=str(tmp_path))
+        per_rank = run_in_world(driver, WORLD_SIZE, "transformers", "run_cases", [LLAMA], STEPS,
+                                ("eager", "plugin"), "inductor", timeout=1500)
+        runs.append([{r.mode: r for r in results} for results in per_rank])
+    job, restart = runs
+    for rank_runs in job:
+        plugin = rank_runs["plugin"]
+        assert plugin.error is None and plugin.frames_traced, plugin.report()
+    for rank_runs in restart:
+        plugin = rank_runs["plugin"]
+        assert plugin.error is None and plugin.frames_traced == 0, plugin.report()
+        assert plugin.max_loss_diff <= LOSS_TOL and plugin.max_grad_diff <= GRAD_TOL, plugin.report()

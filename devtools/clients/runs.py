@@ -91,6 +91,9 @@ class RunResult:
     step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (devtools.bench._timing.cpu_seconds)
     graph_breaks: int | None = None  # Dynamo's counter (every occurrence)
     recompiles: int | None = None
+    # Frames Dynamo traced (its unique_graphs counter): 0 where every frame
+    # was loaded from Dynamo's cache (torch's precompile).
+    frames_traced: int | None = None
     graphs: list[GraphSummary] = field(default_factory=list)
     break_reasons: list[str] = field(default_factory=list)  # "origin: gb_type (file:line)"
     recompile_reasons: list[str] = field(default_factory=list)
@@ -166,6 +169,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
         _every_rank_ready()
         grads = _train(training, steps, result)
     result.graph_breaks = sum(O.dynamo_counters()["graph_break"].values())
+    result.frames_traced = O.dynamo_counters()["stats"]["unique_graphs"]
     if session is not None:
         _read_report(session.report, result)
     if reference is not None:

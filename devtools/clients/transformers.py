@@ -10,14 +10,20 @@ partial outputs are all-reduced) and, when compiled, the whole model is
 
 ``run_case(case)`` runs on every rank of an initialised world of
 ``case.tp_size`` ranks and returns one :class:`~.runs.RunResult` per mode;
-``run_cases`` runs several in one world.
+``run_cases`` runs several in one world. ``precompile``: a directory under
+which each rank keeps its own compile caches, whose Dynamo entries (torch's
+precompile, on in a process started with ``TORCH_CACHING_PRECOMPILE=1``)
+are saved there after the run: a later world given the same directory
+restarts from them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -93,13 +99,33 @@ def save_model(case: HFCase, path: str) -> None:
     dist.barrier()
 
 
+@contextlib.contextmanager
+def rank_caches(precompile: str | None) -> Iterator[None]:
+    """This rank's compile caches in ``<precompile>/rank<rank>`` for the
+    block, Dynamo's entries saved there after it (nothing where
+    ``precompile`` is None)."""
+    if precompile is None:
+        yield
+        return
+    was = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(precompile, f"rank{dist.get_rank()}")
+    try:
+        yield
+        torch.compiler.save_cache_artifacts()
+    finally:
+        if was is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = was
+
+
 def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend: str = "aot_eager",
-             path: str | None = None, explain: bool = True) -> list[RunResult]:
+             path: str | None = None, explain: bool = True, precompile: str | None = None) -> list[RunResult]:
     """Train ``case`` ``steps`` steps in each mode on this rank (call on every
     rank of a world of ``case.world_size``). ``path``: a directory every rank
     sees, for the saved model (by default a temporary one, which assumes the
     ranks share a file system, as on one machine); ``explain``: see
-    :func:`~.runs.run_modes`."""
+    :func:`~.runs.run_modes`; ``precompile``: see the module's doc."""
     require()
     own = path is None
     if own:
@@ -108,8 +134,9 @@ def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend
         path = made[0]
     try:
         save_model(case, path)
-        return run_modes(case.id, lambda compiled, backend: HFTraining(case, path, compiled, backend),
-                         steps, modes, backend, explain)
+        with rank_caches(precompile):
+            return run_modes(case.id, lambda compiled, backend: HFTraining(case, path, compiled, backend),
+                             steps, modes, backend, explain)
     finally:
         dist.barrier()
         if own and dist.get_rank() == 0:
@@ -117,6 +144,6 @@ def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend
 
 
 def run_cases(cases: Sequence[HFCase], steps: int = 3, modes: Sequence[str] = MODES,
-              backend: str = "aot_eager", explain: bool = True) -> list[RunResult]:
+              backend: str = "aot_eager", explain: bool = True, precompile: str | None = None) -> list[RunResult]:
     """Several cases in one world (spawning and importing are the slow part)."""
-    return [r for case in cases for r in run_case(case, steps, modes, backend, explain=explain)]
+    return [r for case in cases for r in run_case(case, steps, modes, backend, explain=explain, precompile=precompile)]
