@@ -116,8 +116,8 @@ def install_or_trace(original: Any) -> Any:
     traces the function as if its cache held nothing."""
 
     def install(self: Any, backends: Any) -> None:
-        _bind_in_code_module(self)
         try:
+            _bind_in_code_module(self)
             original(self, backends)
         except RuntimeError:
             raise
