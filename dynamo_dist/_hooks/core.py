@@ -41,6 +41,10 @@ each release come from ``_compat``):
   this process (an error other than the RuntimeError torch catches) is
   undone and the function traced afresh, where stock crashes inside
   ``torch.compile``.
+- ``GuardsStatePickler._unpickle_fsdp_module_type``
+  (``C.FSDP_TYPE_UNPICKLE_POINT``): a saved guard on an FSDP2 module's class
+  loads before ``fully_shard`` made that class: the class is made then, as
+  ``fully_shard`` makes it, and ``fully_shard`` takes it later.
 - ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
@@ -138,6 +142,9 @@ def _patch(p: Patches) -> None:
     p.set(owner, name, C.save_plugin_guards(getattr(owner, name)))
     owner, name = C.packages.PACKAGE_INSTALL_POINT
     p.set(owner, name, C.packages.install_or_trace(getattr(owner, name)))
+    if C.FSDP_TYPE_UNPICKLE_POINT is not None:
+        owner, name = C.FSDP_TYPE_UNPICKLE_POINT
+        p.set(owner, name, C.fsdp_type_made_on_load(owner.__dict__[name]))
     if C.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.INSTALL_GLOBAL_POINT
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
