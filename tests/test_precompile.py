@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import shutil
+import pickle
 import subprocess
 import sys
 
@@ -125,6 +126,48 @@ def test_a_torch_guard_on_a_config_override_declines_the_package(precompile_cach
     assert "read a config entry's override" in str(refused.value)
     torch._dynamo.reset()
     assert torch.compile(f, backend="eager")(torch.ones(2)).tolist() == [0.0, 0.0]
+
+
+class ShardedLater(torch.nn.Module):
+    """A module class no module of which is sharded before its saved guard loads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+
+class _FSDPClassOf:
+    """Pickles as torch's guard pickler saves FSDP2's class of a module of
+    ``cls`` (``GuardsStatePickler.reducer_override``)."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __reduce__(self):
+        from torch._dynamo.guards import GuardsStatePickler
+        return GuardsStatePickler._unpickle_fsdp_module_type, (self.cls,)
+
+
+def test_a_saved_fsdp_class_loads_before_fully_shard_makes_it():
+    """torch saves FSDP2's class of a module (made by ``fully_shard``) as the
+    module's own class and rebuilds it from the classes ``fully_shard`` made
+    so far: KeyError inside torch.compile where a block is loaded before it
+    is sharded (torchtitan compiles each block, then shards it). With the
+    plugin the class is made there as ``fully_shard`` makes it, and
+    ``fully_shard`` gives the module that class later: the rebuilt guard
+    checks the class the module will have."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    payload = pickle.dumps(_FSDPClassOf(ShardedLater))
+    with pytest.raises(KeyError):
+        pickle.loads(payload)
+    with dynamo_dist.enabled():
+        made = pickle.loads(payload)
+        assert made.__mro__[1:3] == (FSDPModule, ShardedLater)
+        assert pickle.loads(pickle.dumps(_FSDPClassOf(ShardedLater))) is made
+    with fake_world(2, rank=0):
+        block = fully_shard(ShardedLater(), mesh=make_mesh((2,), ("dp",)))
+    assert type(block) is made
 
 
 @pytest.mark.release

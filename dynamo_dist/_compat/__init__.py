@@ -124,6 +124,8 @@ from .dynamo import (  # noqa: F401
     save_plugin_guards,
     INSTALL_GLOBAL_POINT,
     install_global_unbound,
+    FSDP_TYPE_UNPICKLE_POINT,
+    fsdp_type_made_on_load,
     guard_predicate,
     guard_same_object,
     predicate_guard,

@@ -642,6 +642,53 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
     return serialize_guards
 
 
+# FSDP2's ``fully_shard`` gives each module class ``C`` it wraps a class
+# ``FSDP<C>`` (bases ``FSDPModule, C``), made the first time and kept in
+# ``_fully_shard.cls_to_fsdp_cls`` (``_fsdp_init._apply_to_module``). torch's
+# guard pickler saves ``FSDP<C>`` as ``C`` and rebuilds it through
+# ``GuardsStatePickler._unpickle_fsdp_module_type``, a lookup in that dict:
+# in a process that loads the frame before ``fully_shard`` ran on a ``C``
+# (torchtitan compiles each block, then shards it), the lookup raises
+# KeyError inside ``torch.compile``. ``fsdp_type_made_on_load`` makes the
+# class there as ``fully_shard`` makes it, with torch's own function, into
+# the same dict: ``fully_shard`` then takes that class, so a rebuilt guard
+# checks the class the module will have (and fails, so the frame is traced
+# again, for a module never sharded).
+FSDP_TYPE_UNPICKLE_POINT: tuple[Any, str] | None = None
+try:
+    from torch._dynamo.guards import GuardsStatePickler as _GuardsStatePickler
+    from torch.distributed.fsdp._fully_shard import _fully_shard as _fsdp
+    if (hasattr(_GuardsStatePickler, "_unpickle_fsdp_module_type") and hasattr(_fsdp, "get_cls_to_fsdp_cls")
+            and hasattr(_fsdp, "_apply_to_module") and hasattr(_fsdp, "_unimplemented_deepcopy")):
+        FSDP_TYPE_UNPICKLE_POINT = (_GuardsStatePickler, "_unpickle_fsdp_module_type")
+except ImportError:  # pragma: no cover - a build without torch.distributed's FSDP
+    pass
+
+
+def fsdp_class(original_type: type) -> type:
+    """``FSDP<original_type>``: the class ``fully_shard`` gives a module of
+    ``original_type``, made now (as ``fully_shard`` makes it) if no module
+    of that class was sharded yet."""
+    classes = _fsdp.get_cls_to_fsdp_cls()
+    if original_type not in classes:
+        holder = object.__new__(original_type)  # only its class is changed, as fully_shard changes a module's
+        _fsdp._apply_to_module((holder,), classes, _fsdp.FSDPModule, "FSDP", _fsdp._unimplemented_deepcopy)
+    return classes[original_type]
+
+
+def fsdp_type_made_on_load(original: Any) -> Any:
+    """``GuardsStatePickler._unpickle_fsdp_module_type`` (a classmethod)
+    that makes the FSDP class not made yet (``fsdp_class``)."""
+
+    def unpickle(cls: Any, original_type: type) -> type:
+        return fsdp_class(original_type)
+
+    # torch pickles the bound method by its name: saving under the plugin stays loadable without it
+    unpickle.__name__ = original.__func__.__name__
+    unpickle.__qualname__ = original.__func__.__qualname__
+    return classmethod(unpickle)
+
+
 # 2.11-2.14 name a new global of a frame's output ``prefix`` plus a counter
 # of this process (``unique_id``): a frame loaded from Dynamo's cache has
 # installed the saving process's names in the module globals, so when its
