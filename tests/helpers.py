@@ -104,3 +104,15 @@ class Registry(dict):
 
 
 REGISTRY = Registry()
+
+
+def keeps_name(fn: Any) -> Any:
+    """A decorator of another module, as HF transformers' ``deprecate_kwarg``:
+    the wrapper carries ``fn``'s ``__module__`` (``functools.wraps``) while
+    its code reads this module's globals."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return wrapped

@@ -12,11 +12,13 @@ Dynamo's cache. Options perturb the second process the way a restart may
 differ: ``world`` (its size), ``shift`` (its groups made in another order,
 so each group has another name), ``version`` (another plugin version),
 ``flatten`` (the mesh flattened), ``registered`` (False: a registry that
-one of torch's own guards reads by position holds fewer entries).
+one of torch's own guards reads by position holds fewer entries); ``only``
+names the kinds to run (all by default).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -50,6 +52,15 @@ class Other:
 class Recorded(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * helpers.REGISTRY.get(self).get("scale", 1)
+
+
+@helpers.keeps_name
+def wrapped_output(x: torch.Tensor) -> collections.OrderedDict:
+    """A frame whose code is another module's (a ``functools.wraps``
+    wrapper) and whose output is rebuilt through a module it loads
+    (``collections``), as HF transformers' decorated ``forward`` returning a
+    ``ModelOutput``."""
+    return collections.OrderedDict(out=x * 2)
 
 
 def kinds(world: int, registered: bool = True) -> dict:
@@ -98,11 +109,18 @@ def kinds(world: int, registered: bool = True) -> dict:
         "class": (tracked_class, (x, Shard(0))),
         "same_object": (same_object, (x, pair, pair)),
         "registry": (Recorded(), (x,)),
+        "wrapped": (wrapped_output, (x,)),
     }
 
 
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return type(a) is type(b) and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return torch.equal(a, b)
+
+
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
-        registered: bool = True) -> dict:
+        registered: bool = True, only: list[str] | None = None) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -117,11 +135,13 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")
         for name, (fn, args) in programs.items():
+            if only is not None and name not in only:
+                continue
             before = counters["stats"]["unique_graphs"]
             out = torch.compile(fn)(*args)
             eager = fn(*args)
             result[name] = {"traced": counters["stats"]["unique_graphs"] - before,
-                            "same_as_eager": torch.equal(out, eager)}
+                            "same_as_eager": _equal(out, eager)}
         torch.compiler.save_cache_artifacts()
     return result
 

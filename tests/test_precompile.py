@@ -229,6 +229,18 @@ def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.release
+def test_a_wrapped_frame_returning_a_dict_loads_in_the_next_process(tmp_path):
+    """A frame whose code is a ``functools.wraps`` wrapper of another module
+    and whose output rebuilds an ``OrderedDict``: the next process loads it
+    (stock torch binds its compiled code in the wrapped function's module and
+    loads ``collections`` through a global it never saves: ``NameError``)."""
+    first = _precompile_run(tmp_path, only=["wrapped"])
+    assert _traced(first) == {"wrapped"}, first
+    assert _traced(_precompile_run(tmp_path, only=["wrapped"])) == set()
+
+
+@pytest.mark.slow
 def test_a_restart_with_caching_precompile_traces_nothing(tmp_path):
     """A TP MLP compiled with inductor under the flag, then a second process:
     it loads the frame from Dynamo's cache (traces nothing) and runs it."""
