@@ -12,7 +12,8 @@ Dynamo's cache. Options perturb the second process the way a restart may
 differ: ``world`` (its size), ``shift`` (its groups made in another order,
 so each group has another name), ``version`` (another plugin version),
 ``flatten`` (the mesh flattened), ``registered`` (False: a registry that
-one of torch's own guards reads by position holds fewer entries); ``only``
+one of torch's own guards reads by position holds fewer entries),
+``one_rank`` (``compile_on_one_rank`` set, which a frame reads); ``only``
 names the kinds to run (all by default).
 """
 
@@ -63,6 +64,13 @@ def wrapped_output(x: torch.Tensor) -> collections.OrderedDict:
     return collections.OrderedDict(out=x * 2)
 
 
+def one_rank_config():
+    """The config module of this release's canonical ``compile_on_one_rank``."""
+    if hasattr(torch.compiler.config, "compile_on_one_rank"):
+        return torch.compiler.config
+    return torch.distributed.config
+
+
 def kinds(world: int, registered: bool = True) -> dict:
     """Each kind of plugin guard: (function, arguments); the last, a frame
     whose saved guards cannot be rebuilt where ``registered`` is False."""
@@ -98,6 +106,9 @@ def kinds(world: int, registered: bool = True) -> dict:
     def same_object(x, a, b):  # `a is b` between two arguments
         return x * 2 if a is b else x
 
+    def config_read(x):  # torch's own guard on a config entry's override
+        return x + 1 if one_rank_config().compile_on_one_rank else x - 1
+
     x = torch.ones(2)
     return {
         "group": (group, (x, pair)),
@@ -110,6 +121,7 @@ def kinds(world: int, registered: bool = True) -> dict:
         "same_object": (same_object, (x, pair, pair)),
         "registry": (Recorded(), (x,)),
         "wrapped": (wrapped_output, (x,)),
+        "config": (config_read, (x,)),
     }
 
 
@@ -120,12 +132,14 @@ def _equal(a, b) -> bool:
 
 
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
-        registered: bool = True, only: list[str] | None = None) -> dict:
+        registered: bool = True, only: list[str] | None = None, one_rank: bool = False) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
         _version.__version__ = version
     dynamo_dist.install()
+    if one_rank:
+        one_rank_config().compile_on_one_rank = True
     result = {}
     with fake_world(world, rank=0):
         if shift:

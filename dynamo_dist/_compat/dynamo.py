@@ -15,6 +15,8 @@ import importlib
 import inspect
 import io
 import pickle
+import re
+import sys
 import typing
 from typing import Any, Callable
 
@@ -35,6 +37,7 @@ from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleV
 from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
 from torch._guards import CompileContext
+from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
 from .distributed import ProcessGroup, group_identity, live_group
@@ -589,20 +592,71 @@ def _names(names: list[str]) -> str:
 # torch saves a guard on a config entry's override read in a traced frame
 # (``...config._config['compile_on_one_rank'].user_override.get()``, a
 # ``CONSTANT_MATCH``) and cannot rebuild it: the override comes back as
-# another object whose ``get()`` answers a bare ``object()``, and the rebuilt
-# guard raises ``AssertionError: Unexpected type <class 'object'>`` inside
-# ``torch.compile`` of the next process. The frame is declined instead
-# (seen on torchtitan's TP=2 blocks, 2.15).
+# another object whose ``get()`` answers a bare ``object()`` (the unset
+# sentinel, ``torch.utils._config_module._UNSET_SENTINEL``, pickled by
+# value), and the rebuilt guard raises ``AssertionError: Unexpected type
+# <class 'object'>`` inside ``torch.compile`` of the next process (stock
+# 2.15; torchtitan's TP=2 blocks read ``compile_on_one_rank`` in
+# ``_functional_collectives._resolve_group_name``). What the traced code
+# depends on is the entry's value, which the override gives where it is set
+# (and the default, the environment or a knob, each guarded by torch, where
+# it is not); the override itself may read otherwise when the guards are
+# built than when the frame was traced (an unset override reads ``False``
+# there after inductor compiled the frame). So the plugin saves the guard as
+# "the entry's value is this constant": the override where set, the
+# module's own answer where not. An entry whose value is not a plain
+# constant declines the frame.
 CONFIG_OVERRIDE_NOT_SAVED = (
-    "dynamo_dist: torch's guards on {names} read a config entry's override, which torch's precompile saves "
-    "but cannot rebuild on load, so the frame is not packaged: it is traced again after a restart (its FX "
-    "graph and AOTAutograd entries still load from the compile caches)"
+    "dynamo_dist: torch's guards on {names} read a config entry's override that has no saved form, "
+    "so the frame is not packaged: it is traced again after a restart (its FX graph and AOTAutograd "
+    "entries still load from the compile caches)"
 )
+_CONSTANTS = (bool, int, float, str, type(None))
+_OVERRIDE_KEY = re.compile(r"\._config\[['\"]([^'\"]+)['\"]\]\.user_override")
 
 
 def _reads_a_config_override(guard: Any) -> bool:
     """A torch guard on a config entry's override (see ``CONFIG_OVERRIDE_NOT_SAVED``)."""
-    return "._config[" in guard.name and ".user_override" in guard.name
+    return _OVERRIDE_KEY.search(guard.name) is not None
+
+
+def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], bool]:
+    """The check of a saved config-override guard ``(module, key, value)``:
+    the entry's value (its override where set, else the module's answer)
+    is ``value``, of the same type."""
+    module_name, key, value = description
+    module = importlib.import_module(module_name)
+
+    def check(override: Any) -> bool:
+        current = getattr(module, key) if override is _UNSET_SENTINEL else override
+        return type(current) is type(value) and current == value
+
+    return check
+
+
+def _config_module_of(key: str) -> Any:
+    """The config module whose entry ``key`` a traced frame read, by its
+    entries: the canonical ``compile_on_one_rank`` and its alias are both
+    entries of that name; the one holding the value is the one not aliased."""
+    found = [m for m in list(sys.modules.values())
+             if isinstance(getattr(m, "_config", None), dict) and key in m._config
+             and getattr(m._config[key], "alias", None) is None]
+    return found[0] if len(found) == 1 else None
+
+
+def _saved_override_guard(builder: Any, guard: Any) -> Any:
+    """A torch guard on a config override in its saved form, or None."""
+    key = _OVERRIDE_KEY.search(guard.name).group(1)
+    module = _config_module_of(key)
+    if module is None:
+        return None
+    value = getattr(module, key)
+    if type(value) not in _CONSTANTS:
+        return None
+    text = f"dynamo_dist: the config entry `{module.__name__}.{key}` is {value!r}"
+    create_fn = functools.partial(DYNAMO_DIST_SAVED, config_value_check, (module.__name__, key, value), text,
+                                  _version.__version__)
+    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
 def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -615,7 +669,10 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
         for guard in sorted_guards:
             if not plugin_guard_builder(guard.create_fn):
                 if _reads_a_config_override(guard):
-                    overrides.append(guard.name)
+                    saved = _saved_override_guard(builder, guard)
+                    if saved is None:
+                        overrides.append(guard.name)
+                    guard = saved or guard
                 kept.append(guard)
                 continue
             try:
