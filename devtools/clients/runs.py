@@ -19,10 +19,12 @@ Results are plain data (picklable), one :class:`RunResult` per mode.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -89,6 +91,10 @@ class RunResult:
     max_grad_diff: float | None = None
     step_seconds: list[float] = field(default_factory=list)  # wall time of each step
     step_cpu_seconds: list[float] = field(default_factory=list)  # CPU time (devtools.bench._timing.cpu_seconds)
+    # Building the model: the client's own setup and its torch.compile calls
+    # (where torch's precompile loads a frame from Dynamo's cache).
+    build_seconds: float | None = None
+    build_cpu_seconds: float | None = None
     graph_breaks: int | None = None  # Dynamo's counter (every occurrence)
     recompiles: int | None = None
     # Frames Dynamo traced (its unique_graphs counter): 0 where every frame
@@ -162,7 +168,9 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
         return _Reference(list(result.losses), grads), weights
     plugin = mode == PLUGIN
     with explaining(plugin=plugin, backend=backend) if explain else _installed(plugin) as session:
+        start, cpu = time.perf_counter(), cpu_seconds()
         training = build(True, backend)
+        result.build_seconds, result.build_cpu_seconds = time.perf_counter() - start, cpu_seconds() - cpu
         if weights is None:
             weights = [t.detach().clone() for t in training.state()]
         training.load(weights)
@@ -182,6 +190,27 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
 
 
 _installed = _hooks.plugin_state
+
+
+@contextlib.contextmanager
+def rank_caches(precompile: str | None) -> Iterator[None]:
+    """This rank's compile caches in ``<precompile>/rank<rank>``, Dynamo's
+    entries (torch's precompile) saved there when the block ends (nothing
+    where ``precompile`` is None): ranks compile frames with rank-specific
+    guards, so each keeps its own."""
+    if precompile is None:
+        yield
+        return
+    was = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(precompile, f"rank{_rank()}")
+    try:
+        yield
+        torch.compiler.save_cache_artifacts()
+    finally:
+        if was is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = was
 
 
 def _every_rank_ready() -> None:

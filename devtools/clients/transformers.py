@@ -19,17 +19,15 @@ restarts from them.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import tempfile
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
 from .cases import HFCase, missing
-from .runs import MODES, ModelState, RunResult, local, run_modes
+from .runs import MODES, ModelState, RunResult, local, rank_caches, run_modes
 
 AVAILABLE = not missing("transformers")
 
@@ -97,26 +95,6 @@ def save_model(case: HFCase, path: str) -> None:
         torch.manual_seed(0)
         model_classes(case.family)[1](model_config(case)).save_pretrained(path)
     dist.barrier()
-
-
-@contextlib.contextmanager
-def rank_caches(precompile: str | None) -> Iterator[None]:
-    """This rank's compile caches in ``<precompile>/rank<rank>`` for the
-    block, Dynamo's entries saved there after it (nothing where
-    ``precompile`` is None)."""
-    if precompile is None:
-        yield
-        return
-    was = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(precompile, f"rank{dist.get_rank()}")
-    try:
-        yield
-        torch.compiler.save_cache_artifacts()
-    finally:
-        if was is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = was
 
 
 def run_case(case: HFCase, steps: int = 3, modes: Sequence[str] = MODES, backend: str = "aot_eager",
