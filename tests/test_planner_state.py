@@ -33,7 +33,7 @@ from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
 import dynamo_dist
 from dynamo_dist._compat import observe as O
-from dynamo_dist.worlds import Collective, make_mesh, recording_world
+from dynamo_dist.worlds import Collective, make_mesh, recording_world, run_in_world
 
 pytestmark = pytest.mark.release
 
@@ -200,3 +200,20 @@ def test_min_cost_plan_of_a_dynamic_size_is_the_traced_sizes(side, traced, calle
         assert ran(log, cfn, rows(called, dynamic=True)) == by_size[traced]
         assert counter.frame_count == 1
         assert ran(log, fn, rows(called)) == by_size[called]
+
+
+# -- values, on a real gloo world ----------------------------------------------------
+
+@pytest.mark.slow
+@needs_min_cost_switch
+@pytest.mark.parametrize("side", SIDES)
+def test_compiled_code_on_an_older_plan_computes_eagers_values(side):
+    """4 gloo ranks, (dp=2, tp=2), Partial on both dims to Replicate: two
+    all_reduces (greedy, and min-cost below its crossover) or reduce_scatter
+    over dp, all_reduce over tp, all_gather over dp (min-cost above it)."""
+    from rank_programs import stale_plan_values
+
+    results = run_in_world(stale_plan_values, 4, side == "plugin", SMALL, BIG, timeout=600)
+    for rank, (same, steps) in enumerate(results):
+        assert steps == {SMALL: 2, BIG: 3}, steps  # the plans differ: two steps, three steps
+        assert len(same) == 3 and all(same.values()), (rank, same)
