@@ -96,7 +96,7 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5,
               once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
               once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000,
-              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1, planner_repeats=3)
+              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1, planner_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
                model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=2, step_steps=3,
