@@ -31,6 +31,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.distributed.tensor import DTensor
+from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 import torch.distributed.tensor.debug as dtensor_debug
 from torch.utils._pytree import tree_flatten
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
@@ -455,8 +456,6 @@ def redistribute_plan(mesh: Any, src: tuple, dst: tuple, shape: tuple[int, ...],
     from placements ``src`` to ``dst`` (before merging steps onto flattened
     meshes), with the min-cost search or the greedy one: ``(mesh dim, from,
     to)`` each. Made afresh, as a trace makes it."""
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
-
     planner = redistribute_planner()
     meta = TensorMeta(torch.Size(shape), torch.empty(shape, device="meta").stride(), dtype)
     specs = [DTensorSpec(mesh, tuple(p), tensor_meta=meta) for p in (src, dst)]
