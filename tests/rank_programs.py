@@ -39,6 +39,54 @@ def compile_on_one_rank_check():
 
 
 
+def stale_plan_values(plugin, small, big):
+    """Partial on both dims of a (dp=2, tp=2) mesh, to Replicate: compiled
+    code that keeps an older plan (the greedy one after the min-cost switch;
+    the traced size's with a dynamic size past the min-cost crossover) against
+    eager, which plans afresh. Integer-valued data, so every reduction order
+    sums exactly. Returns ``{case: compiled equals eager}`` and the number
+    of steps of the min-cost plan at each size."""
+    import dynamo_dist
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.testing import make_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Partial, Replicate
+
+    if plugin:
+        dynamo_dist.install()
+    mesh = make_mesh((2, 2), ("dp", "tp"))
+
+    def fn(local):
+        d = DTensor.from_local(local, mesh, [Partial(), Partial()], run_check=False)
+        return d.redistribute(mesh, [Replicate(), Replicate()]).to_local() * 2
+
+    def data(rows, dynamic=False):
+        x = (torch.arange(rows * 64, dtype=torch.float32).reshape(rows, 64) % 7) + dist.get_rank()
+        if dynamic:
+            torch._dynamo.mark_dynamic(x, 0)
+        return x
+
+    def fresh():
+        torch._dynamo.reset()
+        O.forget_dtensor_plans()
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)
+
+    same = {}
+    cfn = fresh()
+    cfn(data(big))
+    with O.use_min_cost_plan(True):
+        O.forget_dtensor_plans()
+        same["min-cost switched on after the compile"] = torch.equal(cfn(data(big)), fn(data(big)))
+        for traced, called in ((small, big), (big, small)):
+            cfn = fresh()
+            cfn(data(traced, dynamic=True))
+            same[f"min-cost, traced {traced} rows, called with {called}"] = torch.equal(
+                cfn(data(called, dynamic=True)), fn(data(called)))
+    steps = {n: len(O.redistribute_plan(mesh, (Partial(), Partial()), (Replicate(), Replicate()), (n, 64), True))
+             for n in (small, big)}
+    return same, steps
+
+
 def changing_lengths(model_name, shapes):
     """With the plugin, train-step a tensor/sequence-parallel model (compiled
     forward, eager backward) on inputs of changing (batch, seq_len), once with

@@ -140,6 +140,24 @@ def test_scale_rows_hold_what_the_sweep_reports():
     assert blocks["frames"] == {"stock": 1, "plugin": 1}
 
 
+@pytest.mark.slow
+def test_planner_rows_hold_what_the_section_reports():
+    """The planner section's rows on the 2-D mesh (``--only planner`` runs
+    2-D to 4-D): each redistribution's plans, and the planner called in every
+    compile on both sides with either planner."""
+    from devtools.bench import planner
+    from devtools.bench.suite import DEFAULT_SECTIONS, QUICK
+
+    assert "planner" not in DEFAULT_SECTIONS
+    found = planner.measure_mesh((4, 4), QUICK, lambda _: None)
+    assert found["mesh"] == [4, 4] and len(found["rows"]) == len(planner.redistributions(2))
+    for row in found["rows"]:
+        assert row["steps"]["greedy"] >= 2 and row["steps"]["min_cost"] >= 2, row
+        for name in planner.PLANNERS:
+            assert all(row[name]["planner_calls"][side] >= 1 for side in ("stock", "plugin")), row
+            assert all(_positive(row[name]["planner_ms"][side]) for side in ("stock", "plugin")), row
+
+
 def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch):
     """The clients' warm start (``--only warm_start_clients``): never in a
     plain or ``--quick`` run; a row whose client is missing is skipped with

@@ -23,13 +23,15 @@ WARM_README_MARKER = "bench-warm-summary"
 WARM_CLIENTS = "warm_start_clients"
 SCALE = "scale"
 ONCE = "compile_once"
+PLANNER = "planner"
 # Sections with blocks of their own (their own stamp, in the doc and the
 # README): ``--only SECTION`` rewrites them without touching the others'
 # figures, and back. Section -> (doc marker, README marker).
 OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
               WARM_CLIENTS: ("bench-warm-clients", "bench-warm-clients-summary"),
               SCALE: ("bench-scale", "bench-scale-summary"),
-              ONCE: ("bench-compile-once", "bench-compile-once-summary")}
+              ONCE: ("bench-compile-once", "bench-compile-once-summary"),
+              PLANNER: ("bench-planner", "bench-planner-summary")}
 # The compile-once page (beside DOC_PATH) holds a table of the cold jobs, which
 # write_doc rewrites with the compile_once section.
 ONCE_PAGE = "compile-once.md"
@@ -258,6 +260,41 @@ def scale_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
             for what, span, r in scale_slopes(rows)]
 
 
+def _planner_rows(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(mesh as ``4x2x2``, row) for each redistribution of each mesh."""
+    return [("x".join(map(str, mesh["mesh"])), row) for mesh in rows for row in mesh.get("rows", [])]
+
+
+def planner_table(rows: list[dict[str, Any]]) -> str:
+    return _table(
+        ["mesh", "redistribution", "steps (greedy / min-cost)", "planner, greedy (CPU ms, stock / plugin)",
+         "planner, min-cost (CPU ms, stock / plugin)", "planner calls per compile",
+         "compile, greedy (CPU s, stock / plugin)", "compile, min-cost (CPU s, stock / plugin)"],
+        [[mesh, r["redistribution"], f"{r['steps']['greedy']} / {r['steps']['min_cost']}",
+          _pair(r["greedy"]["planner_ms"]), _pair(r["min_cost"]["planner_ms"]),
+          _f(r["min_cost"]["planner_calls"]["plugin"], 0), _pair(r["greedy"]["compile_s"], 2),
+          _pair(r["min_cost"]["compile_s"], 2)] for mesh, r in _planner_rows(rows)],
+    )
+
+
+def _planner_span(rows: list[dict[str, Any]], planner: str, side: str) -> str:
+    return _range([r[planner]["planner_ms"][side] for _, r in rows])
+
+
+def planner_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for mesh in rows:
+        found = _planner_rows([mesh])
+        if not found:
+            continue
+        ratio = _range([r["min_cost"]["planner_ms"]["plugin"] / r["min_cost"]["planner_ms"]["stock"]
+                        for _, r in found if r["min_cost"]["planner_ms"]["stock"] > 0])
+        out.append([f"planning a redistribution across every dim, {found[0][0]} mesh",
+                    f"min-cost {_planner_span(found, 'min_cost', 'stock')} ms of CPU per compile (greedy "
+                    f"{_planner_span(found, 'greedy', 'stock')} ms), stock; plugin / stock {ratio}"])
+    return out
+
+
 ONCE_SIDES = ("stock", "plugin", "compile_once")
 
 
@@ -390,6 +427,9 @@ def tables(result: dict[str, Any]) -> str:
     if result.get(ONCE):
         parts.append("### 8. Compile once per job (a cold job under compile_on_one_rank, inductor, each rank its "
                      "own empty cache dir; medians)\n\n" + once_table(result[ONCE]))
+    if result.get(PLANNER):
+        parts.append("### 9. Planning a redistribution across every mesh dim (fake world of 16 ranks, one cold "
+                     "compile per sample, aot_eager; medians)\n\n" + planner_table(result[PLANNER]))
     if result.get(WARM_CLIENTS):
         parts.append("### 7. Warm start, clients (first training step of a new process on gloo ranks, inductor; "
                      "median s)\n\n" + warm_table(result[WARM_CLIENTS]))
@@ -453,6 +493,7 @@ def summary(result: dict[str, Any]) -> str:
     rows += warm_summary_rows(result.get(WARM_CLIENTS, []))
     rows += scale_summary_rows(result.get(SCALE, []))
     rows += once_summary_rows(result.get(ONCE, []))
+    rows += planner_summary_rows(result.get(PLANNER, []))
     return _table(["benchmark", "figure"], rows)
 
 
@@ -624,6 +665,14 @@ def headlines(result: dict[str, Any]) -> list[str]:
                      f"{_range([f['compile_once_compiles'] for f in clients])} compiles per graph "
                      f"(stock {_range([f['stock_compiles'] for f in clients])}), summed compile CPU "
                      f"x{_range([f['cpu_ratio'] for f in clients])} of stock's.")
+    planned = _planner_rows(result.get(PLANNER, []))
+    if planned:
+        meshes = sorted({mesh for mesh, _ in planned}, key=len)
+        ratio = _range([r["min_cost"]["planner_ms"]["plugin"] / r["min_cost"]["planner_ms"]["stock"]
+                        for _, r in planned if r["min_cost"]["planner_ms"]["stock"] > 0])
+        lines.append(f"Tracing a redistribution across every dim of a {meshes[0]} to {meshes[-1]} mesh, DTensor's "
+                     f"min-cost planner spends {_planner_span(planned, 'min_cost', 'stock')} ms of CPU per compile "
+                     f"(greedy {_planner_span(planned, 'greedy', 'stock')} ms); with the plugin x{ratio} of that.")
     for r in result.get(ONCE, []):
         if r.get("kind") == "fleet" and "skipped" not in r:
             once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]

@@ -31,6 +31,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.distributed.tensor import DTensor
+from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 import torch.distributed.tensor.debug as dtensor_debug
 from torch.utils._pytree import tree_flatten
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
@@ -429,6 +430,42 @@ PLANNER_NO_TRANSFORM_OPTIMIZATION = "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATIO
 def redistribute_planner() -> Any:
     """The module of DTensor's redistribute planner (its switches are module globals)."""
     return importlib.import_module("torch.distributed.tensor._redistribute")
+
+
+def min_cost_plan_switch_exists() -> bool:
+    """Whether this release's planner has the min-cost switch
+    (``use_min_cost_redistribution_plan``)."""
+    return hasattr(redistribute_planner(), "use_min_cost_redistribution_plan")
+
+
+def use_min_cost_plan(enabled: bool = True) -> Any:
+    """``use_min_cost_redistribution_plan(enabled)``: the context manager a
+    job switches DTensor's planner with (the min-cost graph search or the
+    greedy one) for the block."""
+    return redistribute_planner().use_min_cost_redistribution_plan(enabled)
+
+
+# The planner's entry that makes a plan without its cache: what a trace runs
+# (``_are_we_tracing()``), and eager on a spec pair it has not planned yet.
+PLANNER_PLAN_FUNCTION = "_gen_transform_infos_non_cached"
+
+
+def redistribute_plan(mesh: Any, src: tuple, dst: tuple, shape: tuple[int, ...], min_cost: bool,
+                      dtype: torch.dtype = torch.float32) -> list[tuple[int, Any, Any]]:
+    """The steps DTensor's planner makes for a ``shape`` tensor on ``mesh``
+    from placements ``src`` to ``dst`` (before merging steps onto flattened
+    meshes), with the min-cost search or the greedy one: ``(mesh dim, from,
+    to)`` each. Made afresh, as a trace makes it."""
+    planner = redistribute_planner()
+    meta = TensorMeta(torch.Size(shape), torch.empty(shape, device="meta").stride(), dtype)
+    specs = [DTensorSpec(mesh, tuple(p), tensor_meta=meta) for p in (src, dst)]
+    old = getattr(planner, PLANNER_FORCE_MIN_COST)
+    setattr(planner, PLANNER_FORCE_MIN_COST, min_cost)
+    try:
+        steps = getattr(planner, PLANNER_PLAN_FUNCTION)(*specs)
+    finally:
+        setattr(planner, PLANNER_FORCE_MIN_COST, old)
+    return [(s.mesh_dim, *s.src_dst_placements) for s in steps]
 
 
 def forget_dtensor_plans() -> None:

@@ -20,6 +20,7 @@ from .tools import (
     config_patches,
     end_recording,
     planner_patches,
+    planner_timer,
     plugin_state,
     set_plugin_state,
     trace_patches,
@@ -30,4 +31,5 @@ from .tools import (
 __all__ = [
     "Patches", "apply", "remove", "is_active", "plugin_state", "set_plugin_state", "recording_patches", "end_recording",
     "compile_patches", "config_patches", "rendezvous_patches", "trace_patches", "planner_patches",
+    "planner_timer",
 ]
