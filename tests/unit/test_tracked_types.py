@@ -20,7 +20,7 @@ from dynamo_dist.testing import make_mesh
 
 pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
-DESIGN = pathlib.Path(__file__).resolve().parents[1] / "docs" / "design.md"
+DESIGN = pathlib.Path(__file__).resolve().parents[2] / "docs" / "design.md"
 
 
 def _design_example() -> str:

@@ -22,7 +22,7 @@ from devtools import module_graph
 
 pytestmark = pytest.mark.release
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynamo_dist"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "dynamo_dist"
 PACKAGE = "dynamo_dist"
 BOUNDARY = "_compat"
 

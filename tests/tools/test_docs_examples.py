@@ -20,7 +20,7 @@ from sybil import Sybil  # noqa: E402
 from sybil.evaluators.skip import Skipper  # noqa: E402
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser()])
 
