@@ -15,7 +15,7 @@ LOG=${OUT:-/tmp}/gpu_check.log
 {
     python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-    python -m pytest -q -p no:cacheprovider -rs tests/test_dtensor_numerics_nccl.py
+    python -m pytest -q -p no:cacheprovider -rs tests/spawned/test_dtensor_numerics_nccl.py
     python -m dynamo_dist demo --backend inductor --device cuda
     python -m devtools bench --only step_time
 } 2>&1 | tee "$LOG"

@@ -1,7 +1,7 @@
 """The import graph of the ``dynamo_dist`` package, read from its sources
 (no import): which of its modules each module imports, anywhere in its body
 (``TYPE_CHECKING`` blocks excepted). docs/design.md's layout block draws it;
-``tests/test_structure.py`` checks it has no cycle and that the layout block
+``tests/unit/test_structure.py`` checks it has no cycle and that the layout block
 names every module.
 """
 

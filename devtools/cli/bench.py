@@ -31,7 +31,7 @@ import sys
 from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
 # The sections --help offers, written out so that help needs no torch;
-# tests/test_cli_help.py keeps them equal to devtools.bench.suite.SECTIONS.
+# tests/tools/test_cli_help.py keeps them equal to devtools.bench.suite.SECTIONS.
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
             "compile_once", "planner")
 # What runs without --only (the clients' warm start, the scale sweep, compile once and the planner run only

@@ -1,7 +1,7 @@
 """The one boundary between dynamo_dist and torch's internals.
 
 Only this package imports torch's private modules or reads private
-attributes of torch objects (``tests/test_structure.py`` checks it). It is
+attributes of torch objects (``tests/unit/test_structure.py`` checks it). It is
 split by job:
 
 - ``dynamo``: Dynamo's tracer, trackers, codegen and guards as small named

@@ -115,7 +115,7 @@ def mesh_rank_map(mesh: Any) -> tuple[int, ...]:
 # 2.13 / 2.14 compare these five; 2.15 adds ``_preserve_rank_order``. Read
 # from the running torch's ``__eq__`` once, so the mesh guard's fingerprint
 # follows the release (the next field torch adds is picked up, or fails
-# ``tests/test_guards.py`` instead of giving a stale answer).
+# ``tests/unit/test_guards.py`` instead of giving a stale answer).
 _MESH_EQ_FIELDS_2_13 = ("_flatten_rank_map", "_layout", "_device_type", "_mesh_dim_names", "_thread_id")
 
 

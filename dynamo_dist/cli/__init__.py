@@ -9,7 +9,7 @@ coverage tables) are made the same way, by ``main`` with their own table.
 
 Help must answer at once: a command module imports torch (and anything that
 imports it) inside ``run`` only, never at module level or in
-``add_arguments`` (``tests/test_cli_help.py`` checks it).
+``add_arguments`` (``tests/tools/test_cli_help.py`` checks it).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dynamo_dist.cli.process import under_torchrun
 RTOL, ATOL = 1e-4, 1e-5
 
 # What --help offers, written out so that help needs no torch (the models
-# import it); tests/test_cli_help.py keeps them equal to dynamo_dist.demo.models.
+# import it); tests/tools/test_cli_help.py keeps them equal to dynamo_dist.demo.models.
 MODEL_NAMES = ("mlp", "sp_block", "transformer")
 SIZE_NAMES = ("medium", "small", "tiny")
 DEFAULT_SIZE = "small"

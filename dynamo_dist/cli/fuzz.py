@@ -24,7 +24,7 @@ from dynamo_dist.cli.arguments import positive_int
 NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.preflight)
 
 # The properties --help offers, written out so that help needs no torch;
-# tests/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
+# tests/tools/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
 PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "processes")
 
 

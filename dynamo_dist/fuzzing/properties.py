@@ -403,7 +403,7 @@ PROPERTIES: dict[str, Property] = {
                  _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=40, long_share=0.1,
                  gloo=True),
         # Each example spawns two or three processes that compile with inductor (20-60 s on 2 cores):
-        # a few per fuzz run, and no CI profile (tests/test_fuzz_processes.py checks fixed examples).
+        # a few per fuzz run, and no CI profile (tests/spawned/test_fuzz_processes.py checks fixed examples).
         Property("processes", "compiled in process A, loaded in a perturbed process B: eager's collectives in B",
                  _strategy("processes_examples"), f"{_HERE}:check_processes", ci_examples=0, long_share=0.025),
     ]

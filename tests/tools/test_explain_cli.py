@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "explain_demo.py"
 
 

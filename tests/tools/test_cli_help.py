@@ -14,7 +14,7 @@ import pytest
 from devtools import cli as devtools_cli
 from dynamo_dist import cli as dynamo_dist_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = str(ROOT / "pyproject.toml")  # a file with no generated blocks
 # package run with ``python -m`` -> its commands
 CLIS = {"dynamo_dist": dynamo_dist_cli.COMMANDS, "devtools": devtools_cli.COMMANDS}

@@ -20,12 +20,12 @@ from dynamo_dist.testing import make_mesh
 
 pytestmark = [pytest.mark.usefixtures("plugin"), pytest.mark.release]
 
-DESIGN = pathlib.Path(__file__).resolve().parents[1] / "docs" / "design.md"
+DESIGN = pathlib.Path(__file__).resolve().parents[2] / "docs" / "design.md"
 
 
 def _design_example() -> str:
     """The block the design doc's "Adding a tracked type" shows, as written."""
-    found = re.findall(r'<!-- skip: next "tests/test_tracked_types.py[^"]*" -->\n```python\n(.*?)```',
+    found = re.findall(r'<!-- skip: next "tests/unit/test_tracked_types.py[^"]*" -->\n```python\n(.*?)```',
                        DESIGN.read_text(), re.S)
     assert len(found) == 1, "docs/design.md shows one tracked-type module for this test to run"
     return found[0]

@@ -19,7 +19,7 @@ from dynamo_dist.testing import make_mesh
 
 pytestmark = pytest.mark.slow
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Forward and backward: one AOTAutograd lookup and two FX-graph lookups.
 PROGRAM = """

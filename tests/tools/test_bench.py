@@ -15,7 +15,7 @@ import torch
 RUNNING = torch.__version__.split("+")[0]
 
 
-ROOT = Path(__file__).resolve().parent.parent  # python -m devtools runs from the checkout's root
+ROOT = Path(__file__).resolve().parents[2]  # python -m devtools runs from the checkout's root
 
 
 def _positive(x) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FORWARD_AND_BACKWARD = 2  # FX graphs per compiled frame (one AOTAutograd entry)
 
 

@@ -5,7 +5,7 @@ name is another group, or no group) must not load it; nor may a process
 whose planner switches differ (it would run other collectives than its
 peers). Each run is a fresh process on a fake 8-rank world with a (2, 2, 2)
 mesh ``a, b, c`` (``cache_programs.cube_world_run``); inductor compiles.
-Collectives compared by the ranks of their groups: ``tests/test_fuzz_processes.py``.
+Collectives compared by the ranks of their groups: ``tests/spawned/test_fuzz_processes.py``.
 """
 
 from __future__ import annotations

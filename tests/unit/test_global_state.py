@@ -16,7 +16,7 @@ from dynamo_dist._compat import observe as O
 from dynamo_dist.guards import _notes
 from dynamo_dist.testing import make_mesh
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "explain_demo.py")
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples", "explain_demo.py")
 
 CONFIG = {
     O.dynamo_config: ("suppress_errors", "recompile_limit", "verbose"),

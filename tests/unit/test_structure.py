@@ -22,7 +22,7 @@ from devtools import module_graph
 
 pytestmark = pytest.mark.release
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "dynamo_dist"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "dynamo_dist"
 PACKAGE = "dynamo_dist"
 BOUNDARY = "_compat"
 
@@ -215,7 +215,7 @@ def _function_local_imports(part: str) -> list[str]:
 # An import inside a function is kept only for an optional or heavy
 # dependency, with a comment saying so: these are those, by part. The
 # commands (``cli``) import torch inside ``run`` only, so that ``--help`` is
-# instant (``tests/test_cli_help.py`` checks it); every other part imports at
+# instant (``tests/tools/test_cli_help.py`` checks it); every other part imports at
 # the top of its modules.
 LOCAL_IMPORTS_ALLOWED = {
     # _patching and __getattr__ (heavy: torch; `import dynamo_dist` and

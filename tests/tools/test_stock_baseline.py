@@ -20,7 +20,7 @@ from devtools.coverage.tables import (
 )
 from devtools.coverage.cases import CASES, CLEAN_BREAK, run_all
 
-COVERAGE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
+COVERAGE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
 
 
 @pytest.fixture(scope="module")

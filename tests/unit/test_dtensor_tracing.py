@@ -243,7 +243,7 @@ def test_stock_form_is_restored_by_uninstall():
 def test_strided_shard_both_ways_compile_like_eager(mesh2d):
     """Redistributing to `_StridedShard` and `full_tensor()` of a `_StridedShard`
     DTensor crash stock Dynamo (PendingUnbackedSymbolNotFound); values are
-    checked on a real world in tests/test_dtensor_numerics.py's programs."""
+    checked on a real world in tests/spawned/test_dtensor_numerics.py's programs."""
     tp = mesh2d["tp"]
     if not strided_shard_1d_supported(tp):
         pytest.skip("torch 2.11's DTensor rejects a 1-D _StridedShard eagerly: no program to compile")

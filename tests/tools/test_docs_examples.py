@@ -3,7 +3,7 @@
 Each ```python block is one test, run in page order; the blocks of one page
 share a namespace, as a reader's session would. An example that only
 illustrates is marked in the page, right above it, with an HTML comment
-that says why: ``<!-- skip: next "needs 2 GPUs" -->`` (tests/test_docs_site.py
+that says why: ``<!-- skip: next "needs 2 GPUs" -->`` (tests/tools/test_docs_site.py
 requires the reason). Examples run in a fake world or a spawned gloo world,
 never on a real cluster. Needs the ``docs`` extra.
 """
@@ -20,7 +20,7 @@ from sybil import Sybil  # noqa: E402
 from sybil.evaluators.skip import Skipper  # noqa: E402
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser()])
 
