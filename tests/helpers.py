@@ -104,6 +104,7 @@ class Registry(dict):
 
 
 REGISTRY = Registry()
+SCALE = 2  # a module constant a compiled frame reads (tests/precompile_programs.py)
 
 
 def keeps_name(fn: Any) -> Any:

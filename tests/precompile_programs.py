@@ -13,7 +13,8 @@ differ: ``world`` (its size), ``shift`` (its groups made in another order,
 so each group has another name), ``version`` (another plugin version),
 ``flatten`` (the mesh flattened), ``registered`` (False: a registry that
 one of torch's own guards reads by position holds fewer entries),
-``one_rank`` (``compile_on_one_rank`` set, which a frame reads); ``only``
+``one_rank`` (``compile_on_one_rank`` set, which a frame reads), ``scale``
+(another value of a module constant a frame reads); ``only``
 names the kinds to run (all by default).
 """
 
@@ -106,6 +107,9 @@ def kinds(world: int, registered: bool = True) -> dict:
     def same_object(x, a, b):  # `a is b` between two arguments
         return x * 2 if a is b else x
 
+    def module_constant(x):  # torch's own guard on a value read through a module
+        return x * helpers.SCALE
+
     def config_read(x):  # torch's own guard on a config entry's override
         return x + 1 if one_rank_config().compile_on_one_rank else x - 1
 
@@ -122,6 +126,7 @@ def kinds(world: int, registered: bool = True) -> dict:
         "registry": (Recorded(), (x,)),
         "wrapped": (wrapped_output, (x,)),
         "config": (config_read, (x,)),
+        "module": (module_constant, (x,)),
     }
 
 
@@ -132,7 +137,8 @@ def _equal(a, b) -> bool:
 
 
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
-        registered: bool = True, only: list[str] | None = None, one_rank: bool = False) -> dict:
+        registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
+        scale: int | None = None) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -140,6 +146,8 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
     dynamo_dist.install()
     if one_rank:
         one_rank_config().compile_on_one_rank = True
+    if scale is not None:
+        helpers.SCALE = scale
     result = {}
     with fake_world(world, rank=0):
         if shift:

@@ -17,6 +17,7 @@ import io
 import pickle
 import re
 import sys
+import types
 import typing
 from typing import Any, Callable
 
@@ -659,6 +660,45 @@ def _saved_override_guard(builder: Any, guard: Any) -> Any:
     return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
+# torch saves the globals a frame's guards read with the frame and rebuilds
+# each guard against them on load; a module is saved as a reference to the
+# module, so a guard that compares a value reached through one
+# (``flags.USE_X == False``, a config entry's default) is rebuilt comparing
+# the loading process's value with itself, and always passes: a process
+# whose module holds another value runs the loaded frame with the saved
+# process's answer (stock 2.13 and 2.15, ``caching_precompile``). The plugin
+# saves such a guard on a plain constant as "the value is this constant".
+_COMPARES_VALUES = frozenset({"CONSTANT_MATCH", "EQUALS_MATCH"})
+
+
+def _compares_a_module_constant(guard: Any, output_graph: Any) -> bool:
+    """A torch guard comparing a value reached through a module global."""
+    fn = guard.create_fn
+    if getattr(getattr(fn, "func", fn), "__name__", None) not in _COMPARES_VALUES:
+        return False
+    source = guard.originating_source
+    while getattr(source, "base", None) is not None:
+        source = source.base
+    name = getattr(source, "global_name", None)
+    scope = getattr(output_graph, "global_scope", None) or {}
+    return isinstance(name, str) and source is not guard.originating_source and isinstance(
+        scope.get(name), types.ModuleType)
+
+
+def constant_check(value: Any) -> Callable[[Any], bool]:
+    """The check of a saved module-constant guard."""
+    return lambda current: type(current) is type(value) and current == value
+
+
+def _saved_constant_guard(builder: Any, guard: Any) -> Any:
+    value = builder.get(guard)
+    if type(value) not in _CONSTANTS:
+        return None
+    text = f"dynamo_dist: `{guard.name}` == {value!r} (a value read through a module, saved with the frame)"
+    create_fn = functools.partial(DYNAMO_DIST_SAVED, constant_check, value, text, _version.__version__)
+    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
+
+
 def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
     """``CheckFunctionManager.serialize_guards`` that saves each plugin
     guard in its saved form, and declines the package of a frame with a
@@ -673,6 +713,8 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
                     if saved is None:
                         overrides.append(guard.name)
                     guard = saved or guard
+                elif _compares_a_module_constant(guard, output_graph):
+                    guard = _saved_constant_guard(builder, guard) or guard
                 kept.append(guard)
                 continue
             try:
