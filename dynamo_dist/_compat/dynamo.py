@@ -691,7 +691,11 @@ def constant_check(value: Any) -> Callable[[Any], bool]:
 
 
 def _saved_constant_guard(builder: Any, guard: Any) -> Any:
-    value = builder.get(guard)
+    """The guard in its saved form, or None (torch's form is kept)."""
+    try:
+        value = builder.get(guard)
+    except Exception:  # a source the builder cannot read here: torch's own form
+        return None
     if type(value) not in _CONSTANTS:
         return None
     text = f"dynamo_dist: `{guard.name}` == {value!r} (a value read through a module, saved with the frame)"
