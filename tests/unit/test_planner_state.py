@@ -186,6 +186,11 @@ def test_min_cost_switched_on_after_the_compile(side):
 
 # -- (c) min-cost planner: a dynamic size past the crossover ------------------------
 
+# Measured: on 2.11 and 2.12 the traced code holds a guard on the size, so a
+# size past the crossover compiles a second graph with eager's plan; 2.13-2.15
+# keep one graph with the traced size's plan.
+RECOMPILES_AT_THE_CROSSOVER = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+
 @needs_min_cost_switch
 @pytest.mark.parametrize("side", SIDES)
 @pytest.mark.parametrize("traced, called", [(SMALL, BIG), (BIG, SMALL)], ids=["small-then-big", "big-then-small"])
@@ -196,9 +201,12 @@ def test_min_cost_plan_of_a_dynamic_size_is_the_traced_sizes(side, traced, calle
         by_size = {SMALL: plan["greedy"], BIG: plan["min_cost"]}
         cfn, counter = compiled(fn)
         assert ran(log, cfn, rows(traced, dynamic=True)) == ran(log, fn, rows(traced)) == by_size[traced]
-        # One graph for every size (no guard on the crossover): the traced size's plan.
-        assert ran(log, cfn, rows(called, dynamic=True)) == by_size[traced]
-        assert counter.frame_count == 1
+        if RECOMPILES_AT_THE_CROSSOVER:  # 2.11, 2.12: a guard on the size, a second graph with eager's plan
+            assert ran(log, cfn, rows(called, dynamic=True)) == by_size[called]
+            assert counter.frame_count == 2
+        else:  # one graph for every size (no guard on the crossover): the traced size's plan
+            assert ran(log, cfn, rows(called, dynamic=True)) == by_size[traced]
+            assert counter.frame_count == 1
         assert ran(log, fn, rows(called)) == by_size[called]
 
 
