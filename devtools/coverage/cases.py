@@ -101,6 +101,10 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
+    # A backend's failure opens with the backend object's repr (an address
+    # that changes every run): the error it raised is on the next line.
+    if len(text) > 1 and text[0].startswith("backend=") and text[0].endswith(" raised:"):
+        text = text[1:]
     return text[0][:160] if text else type(e).__name__
 
 
@@ -465,6 +469,52 @@ def _strided_shard_redistribute():
     return fn, [(torch.ones(4, 3), _mesh2d())]
 
 
+# A sequence-parallel activation (b, s, h) sharded on s, flattened to tokens:
+# eager DTensor makes x.view(-1, 4) _StridedShard(0, split_factor=2) (2.12+;
+# 2.11's eager refuses to flatten a sharded dim).
+
+
+def _sharded_activation():
+
+    tp = _mesh2d()["tp"]
+    return tp, _dtensor((2, 8, 4), (Shard(1),), tp)
+
+
+def _sharded_view_gathered():
+
+    tp, x = _sharded_activation()
+    w = _dtensor((4, 4), (Replicate(),), tp)
+
+    def fn(x, w):
+        return (x.view(-1, 4) @ w).redistribute(tp, [Replicate()]).to_local().sum()
+
+    return fn, [(x, w)]
+
+
+def _sharded_view_returned():
+
+    def fn(x):
+        return x.view(-1, 4) * 2
+
+    return fn, [(_sharded_activation()[1],)]
+
+
+def _sharded_view_passed_in():
+
+    def fn(y):
+        return y.full_tensor() * 2
+
+    return fn, [(_sharded_activation()[1].view(-1, 4),)]
+
+
+def _sharded_view_and_back():
+
+    def fn(x):
+        return x.view(-1, 4).view(2, 8, 4).full_tensor()
+
+    return fn, [(_sharded_activation()[1],)]
+
+
 CASES: list[Case] = [
     Case("mesh shape/size/names/==/hash", _mesh_queries,
          ("DeviceMesh.ndim", "DeviceMesh.shape", "DeviceMesh.size", "DeviceMesh.mesh_dim_names",
@@ -514,6 +564,10 @@ CASES: list[Case] = [
     Case("distribute_tensor inside", _distribute_inside, ("DTensor.distribute_tensor",)),
     Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),
     Case("_StridedShard -> Replicate", _strided_shard_redistribute),
+    Case("sharded view gathered in the graph (aot_eager)", _sharded_view_gathered, backend="aot_eager"),
+    Case("sharded view returned (aot_eager)", _sharded_view_returned, backend="aot_eager"),
+    Case("sharded view passed in (aot_eager)", _sharded_view_passed_in, backend="aot_eager"),
+    Case("sharded view and back (aot_eager)", _sharded_view_and_back, backend="aot_eager"),
     Case("same-shape mesh, other groups (DTensor)", _dtensor_mesh_other_groups, recompile_calls=(1,)),
     # "Needless recompile" when the plain tensor after an AsyncCollectiveTensor
     # compiles a second frame (the frame count the issue measures).
