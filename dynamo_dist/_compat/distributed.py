@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import logging
 import operator
 import re
 from dataclasses import dataclass
@@ -78,6 +79,12 @@ def clear_sharding_propagation_cache() -> None:
     objects, which FSDP2 rejects (it checks that a parameter's mesh *is* the
     mesh it was given)."""
     _clear_sharding_prop_cache()
+
+
+def quiet_redistribute_warnings() -> None:
+    """Silence DTensor's warning that a redistribute runs several sequential
+    collectives (logged per plan; generated programs make such plans on purpose)."""
+    logging.getLogger(_redistribute.__name__).setLevel(logging.ERROR)
 
 
 # -- DeviceMesh ---------------------------------------------------------------

@@ -5,11 +5,13 @@ Properties: query (compiled == eager, fullgraph, zero breaks), escapes
 (returned meshes/groups/placements equal eager's), guards (compile with A,
 call with B: right answer, recompile exactly when a folded answer differs),
 wild (anything generated: never an internal Dynamo error), dtensor
-(numerics on a spawned 2-rank gloo world) and processes (compiled in one
+(numerics and gradients on a spawned 2-rank gloo world), collectives
+(meshes of 1 to 4 dims over 8 or 16 ranks in a recording world: eager's
+collectives, group ranks and order, and layouts) and processes (compiled in one
 process, loaded from its caches in another in a perturbed state: the
-collectives eager runs there). --examples is per property; the dtensor
-property runs a tenth of it (each example runs on two ranks), processes a
-fortieth (each example spawns processes that compile with inductor).
+collectives eager runs there). --examples is per property; processes
+runs a fortieth of it (each example spawns processes that compile with
+inductor).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 
@@ -25,7 +27,7 @@ NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.pref
 
 # The properties --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
-PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "processes")
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,11 +14,12 @@ __all__ = ["difference", "same", "mesh_key"]
 
 
 def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float | None = None,
-               atol: float | None = None) -> str | None:
+               atol: float | None = None, values: bool = True) -> str | None:
     """Where ``compiled`` differs from ``eager`` (None if nowhere).
 
     Tensors: same shape and dtype, equal values (``assert_close`` with
-    ``rtol``/``atol``; exact when both are 0). Meshes: same type and the same
+    ``rtol``/``atol``; exact when both are 0; with ``values=False`` shape and
+    dtype only, for a fake world whose collectives move no data). Meshes: same type and the same
     rank table, dim names, process groups and coordinate. Process groups: the
     same object. Placements and everything else: same type and ``==``.
     """
@@ -29,10 +30,16 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
         if tuple(eager.placements) != tuple(compiled.placements) or eager.shape != compiled.shape:
             return (f"{path}: DTensors differ: eager {tuple(eager.placements)} {tuple(eager.shape)}, "
                     f"compiled {tuple(compiled.placements)} {tuple(compiled.shape)}")
-        return difference(eager.to_local(), compiled.to_local(), f"{path}.to_local()", rtol=rtol, atol=atol)
+        return difference(eager.to_local(), compiled.to_local(), f"{path}.to_local()", rtol=rtol, atol=atol,
+                          values=values)
     if isinstance(eager, torch.Tensor):
         if not isinstance(compiled, torch.Tensor):
             return f"{path}: eager gave a tensor, compiled gave {type(compiled).__name__} {compiled!r}"
+        if not values:
+            if eager.shape != compiled.shape or eager.dtype != compiled.dtype:
+                return (f"{path}: tensors differ: eager {tuple(eager.shape)} {eager.dtype}, "
+                        f"compiled {tuple(compiled.shape)} {compiled.dtype}")
+            return None
         try:
             torch.testing.assert_close(compiled, eager, rtol=rtol, atol=atol, equal_nan=True)
         except AssertionError as e:
@@ -45,7 +52,7 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
         if len(eager) != len(compiled):
             return f"{path}: eager has {len(eager)} items {eager!r}, compiled {len(compiled)} {compiled!r}"
         for i, (a, b) in enumerate(zip(eager, compiled)):
-            found = difference(a, b, f"{path}[{i}]", rtol=rtol, atol=atol)
+            found = difference(a, b, f"{path}[{i}]", rtol=rtol, atol=atol, values=values)
             if found:
                 return found
         return None
@@ -53,7 +60,7 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
         if list(eager) != list(compiled):
             return f"{path}: eager keys {list(eager)!r}, compiled keys {list(compiled)!r}"
         for k in eager:
-            found = difference(eager[k], compiled[k], f"{path}[{k!r}]", rtol=rtol, atol=atol)
+            found = difference(eager[k], compiled[k], f"{path}[{k!r}]", rtol=rtol, atol=atol, values=values)
             if found:
                 return found
         return None

@@ -13,6 +13,7 @@ from .. import _compat as C
 from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..diagnostics.graphs import distributed_objects_in
+from ..worlds.recording import Collective, CollectiveLog
 
 
 @dataclass
@@ -104,6 +105,28 @@ def _caused_by(e: BaseException | None, kind: type[BaseException]) -> bool:
     return False
 
 
+# The collectives compiled code runs in place of eager's, by design: eager's
+# kind -> (compiled code's kind, why). The comparison reads eager's through it.
+TRACED_AS: dict[str, tuple[str, str]] = {
+    "scatter": ("broadcast", "functional collectives have no scatter: a traced distribute_tensor broadcasts "
+                             "the source tensor on each mesh dim and every rank keeps its piece (the same values, "
+                             "the whole tensor moved)"),
+}
+
+
+def _moving(log: CollectiveLog | None, eager: bool = False) -> list[Collective]:
+    """What ``log`` recorded since it was last taken, less the collectives
+    over one rank; eager's with ``TRACED_AS`` applied."""
+    if log is None:
+        return []
+    ran = [c for c in log.take() if len(c.ranks) > 1]
+    return [Collective(TRACED_AS[c.kind][0], c.ranks) if eager and c.kind in TRACED_AS else c for c in ran]
+
+
+def _listed(ran: list[Collective]) -> str:
+    return "; ".join(map(str, ran)) or "none"
+
+
 def _is_internal(e: BaseException) -> bool:
     return _caused_by(e, O.InternalTorchDynamoError)
 
@@ -119,6 +142,7 @@ def assert_compiles_like_eager(
     rtol: float | None = None,
     atol: float | None = None,
     same: Callable[[Any, Any], str | None] | None = None,
+    collectives: CollectiveLog | None = None,
     **kwargs: Any,
 ) -> CompiledRun:
     """Compile ``fn`` and check it behaves exactly like eager on ``args``.
@@ -133,14 +157,24 @@ def assert_compiles_like_eager(
     - never an ``InternalTorchDynamoError``;
     - graph breaks: none with ``fullgraph=True``, else ``breaks`` if given;
       compiled frames: ``frames`` if given;
-    - no mesh, group or placement in any captured graph (``check_graphs``).
+    - no mesh, group or placement in any captured graph (``check_graphs``);
+    - with ``collectives`` (the log of a ``recording_world``): the compiled
+      call runs the collectives the eager call ran, the same kinds over the
+      same group ranks in the same order (a collective over a group of one
+      rank moves nothing and is left out: eager's ``distribute_tensor`` runs
+      them on a mesh dim of size 1, compiled code does not; eager's kinds are
+      read through ``TRACED_AS``).
 
     Raises ``AssertionError`` describing the first mismatch; returns the run.
     """
     O.reset_dynamo()
+    if collectives is not None:
+        collectives.clear()
     eager, eager_exc = _call(fn, args, kwargs)
+    eager_ran = _moving(collectives, eager=True)
     run, compiled_exc = _run_compiled(fn, eager, backend, fullgraph,
                                       lambda compiled_fn: _call(compiled_fn, args, kwargs))
+    compiled_ran = _moving(collectives)
     compiled = run.compiled
     if compiled_exc is not None and _is_internal(compiled_exc):
         raise AssertionError(f"InternalTorchDynamoError: {compiled_exc}") from compiled_exc
@@ -165,6 +199,9 @@ def assert_compiles_like_eager(
     found = (same or (lambda a, b: difference(a, b, rtol=rtol, atol=atol)))(eager, compiled)
     if found:
         raise AssertionError(f"compiled != eager: {found}")
+    if compiled_ran != eager_ran:
+        raise AssertionError("compiled ran other collectives than eager:\n  eager:    "
+                             + _listed(eager_ran) + "\n  compiled: " + _listed(compiled_ran))
     expected_breaks = 0 if fullgraph else breaks
     if expected_breaks is not None and run.graph_breaks != expected_breaks:
         raise AssertionError(f"{run.graph_breaks} graph breaks, expected {expected_breaks}")

@@ -546,19 +546,64 @@ def _statement(draw: Any, builder: _Builder) -> None:
 DTENSOR_RETURNS = ("d.full_tensor(), d.to_local(), d.placements",)
 
 
+def _size(shape: Any) -> int:
+    n = 1
+    for k in shape:
+        n *= k
+    return n
+
+
+def _reshapes(shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The view-family statements for a ``shape`` DTensor, each with the shape it
+    makes: what users write to flatten tokens, split heads and move dims
+    (sizes spelled out, so a zero-size dim never makes ``-1`` ambiguous).
+    A tensor with no elements is only transposed, permuted and unsqueezed:
+    eager DTensor's sharding rule for a reshape (``view_groups`` in
+    ``torch/distributed/tensor/_ops/_view_ops.py``) loops forever on one
+    (``reshape(0)`` of a ``(0, 2)`` DTensor, torch 2.15.0)."""
+    n = len(shape)
+    out: list[tuple[str, tuple[int, ...]]] = []
+    regroups = _size(shape) > 0
+    if n >= 1:
+        out.append(("d.unsqueeze(0)", (1, *shape)))
+    if n >= 1 and regroups:
+        out.append((f"d.reshape({_size(shape)})", (_size(shape),)))
+    if n >= 2:
+        out.append(("d.t()" if n == 2 else "d.transpose(0, 1)", (shape[1], shape[0], *shape[2:])))
+        perm = tuple(reversed(range(n)))
+        out.append((f"d.permute{perm}", tuple(shape[i] for i in perm)))
+    if n >= 2 and regroups:
+        rows = _size(shape[:-1])
+        out.append((f"d.view({rows}, {shape[-1]})", (rows, shape[-1])))
+        out.append(("d.flatten(0, 1)", (shape[0] * shape[1], *shape[2:])))
+    if n >= 3:
+        out.append((f"d.transpose({n - 2}, {n - 1})", (*shape[:-2], shape[-1], shape[-2])))
+    if n >= 3 and regroups:
+        out.append((f"d.flatten({n - 2}, {n - 1})", (*shape[:-2], shape[-2] * shape[-1])))
+    for i, k in enumerate(shape if regroups else ()):
+        f = next((f for f in range(2, k) if k % f == 0), None)
+        if f is not None:
+            out.append((f"d.unflatten({i}, ({f}, {k // f}))", (*shape[:i], f, k // f, *shape[i + 1:])))
+    return out
+
+
 @dataclass
 class _DTensorBuilder:
     spec: DTensorSpec
     ops: tuple[str, ...]
     lines: list[str] = field(default_factory=list)
-    ndim: int = 0
+    shape: tuple[int, ...] = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     def statement(self, draw: Any) -> None:
         mesh_ndim = len(self.spec.mesh.shape)
         is_float = self.spec.dtype.is_floating_point
         ops = [op for op in self.ops if not (
-            (op in ("sum",) and self.ndim == 0) or (op == "matmul" and (self.ndim != 2 or not is_float))
-            or (op == "redistribute_strided" and self.ndim == 0)
+            (op in ("sum", "redistribute_strided", "view") and self.ndim == 0)
+            or (op == "matmul" and (self.ndim != 2 or not is_float))
         )] or ["elementwise"]
         op = draw(st.sampled_from(ops))
         add = self.lines.append
@@ -575,6 +620,9 @@ class _DTensorBuilder:
                 add(f"    d = distribute_tensor(d.full_tensor(), mesh, [{code}])")
             else:
                 add(f"    d = d.redistribute(mesh, [{code}])")
+        elif op == "view":
+            expr, self.shape = draw(st.sampled_from(_reshapes(self.shape)))
+            add(f"    d = {expr}")
         elif op == "branch":
             i = draw(st.integers(0, mesh_ndim - 1))
             add(f"    if d.placements[{i}].is_shard():")
@@ -594,12 +642,14 @@ class _DTensorBuilder:
         elif op == "sum":
             if draw(st.booleans()):
                 add("    d = d.sum()")
-                self.ndim = 0
+                self.shape = ()
             else:
-                add(f"    d = d.sum({draw(st.integers(0, self.ndim - 1))})")
-                self.ndim -= 1
+                i = draw(st.integers(0, self.ndim - 1))
+                add(f"    d = d.sum({i})")
+                self.shape = self.shape[:i] + self.shape[i + 1:]
         elif op == "matmul":
             add("    d = torch.mm(d, d.transpose(0, 1).redistribute(mesh, [Replicate()] * mesh.ndim))")
+            self.shape = (self.shape[0], self.shape[0])
         else:
             check = op == "from_local_checked"
             add(f"    d = DTensor.from_local(d.to_local(), mesh, d.placements, run_check={check}, "
@@ -611,11 +661,12 @@ def dtensor_programs(draw: Any, spec: DTensorSpec, *, max_ops: int = 4,
                      ops: tuple[str, ...] = DTENSOR_OPS, returns: tuple[str, ...] = DTENSOR_RETURNS) -> Program:
     """A DTensor program ``f(d, mesh)`` for a DTensor built from ``spec``: a
     few of ``ops`` (elementwise math, ``redistribute`` (to ``_StridedShard``
-    too), branches on ``d.placements``, folded ``d.device_mesh`` /
+    too), views, reshapes, flatten/unflatten, transposes and permutes (of a
+    sharded dim: ``_StridedShard``), branches on ``d.placements``, folded ``d.device_mesh`` /
     ``d.placements`` queries, ``sum``, ``matmul``, ``DTensor.from_local``
     round trips, ``distribute_tensor``); returns one of ``returns`` (by
     default ``full_tensor()``, ``to_local()`` and the placements)."""
-    b = _DTensorBuilder(spec, ops, ["def f(d, mesh):"], len(spec.shape))
+    b = _DTensorBuilder(spec, ops, ["def f(d, mesh):"], tuple(spec.shape))
     draw(st.lists(_dtensor_statement(b), min_size=1, max_size=max_ops))
     result = returns[0] if len(returns) == 1 else draw(st.sampled_from(returns))
     b.lines.append(f"    return {result}")

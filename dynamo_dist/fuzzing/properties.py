@@ -20,7 +20,10 @@ Properties:
   included, compiled without ``fullgraph``: never an
   ``InternalTorchDynamoError``, compiled == eager or the same exception.
 - ``dtensor``: DTensor numerics on a real 2-rank gloo world, compiled
-  (``aot_eager``, ``fullgraph=True``) vs eager on every rank.
+  (``aot_eager``, ``fullgraph=True``) vs eager on every rank, gradients too.
+- ``collectives``: DTensor programs on meshes of 1 to 4 dims over a
+  recording world of 8 or 16 ranks: compiled runs eager's collectives (kind,
+  group ranks, order) and returns eager's layouts.
 - ``processes``: DTensor programs compiled (inductor) in a fresh process A,
   loaded from its compile caches by a fresh process B in a perturbed state:
   every process's compiled programs run exactly the collectives eager runs
@@ -43,17 +46,17 @@ from torch.distributed.tensor.placement_types import Replicate
 
 import dynamo_dist
 
+from .._compat import distributed as D
 from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..worlds import GlooPool, make_mesh
+from ..worlds.recording import recording_world
 from . import processes, strategies
 from .oracle import _call, _is_internal, assert_compiles_like_eager
 from .oracle import data_dependent as _data_dependent
 from .oracle import one_rank as _one_rank
-from .specs import COMPILABLE_DTENSOR_OPS as DTENSOR_OPS  # noqa: F401  (the ops the dtensor property draws)
 from .specs import (  # noqa: F401
-    DTENSOR_EXCLUDED,
-    DTENSOR_STRIDED_INPUTS,
+    CollectivesExample,
     DTensorExample,
     GuardExample,
     ProcessesExample,
@@ -309,19 +312,75 @@ def run_dtensor_on_rank(example: DTensorExample) -> tuple[str, str]:
 
     dynamo_dist.install()
     O.reset_dynamo()
+    D.quiet_redistribute_warnings()
     try:
         d, mesh = build_dtensor(example)
+        if example.backward:
+            d = d.detach().requires_grad_()
         fn = example.program.function()
-        fn(d, mesh)
+        _gradient(fn(d, mesh), d)
     except Exception as e:
         return "invalid", f"eager raised {type(e).__name__}: {e}"
     try:
-        assert_compiles_like_eager(fn, d, mesh, fullgraph=True, backend="aot_eager")
+        run = assert_compiles_like_eager(fn, d, mesh, fullgraph=True, backend="aot_eager")
+        if example.backward:
+            found = difference(_gradient(fn(d, mesh), d), _gradient(run.compiled_fn(d, mesh), d), "gradient")
+            if found:
+                raise AssertionError(f"compiled != eager: {found}")
     except AssertionError as e:
         return "fail", f"{e}\n{traceback.format_exc(limit=-3)}"
     finally:
         O.reset_dynamo()
     return "ok", ""
+
+
+def _gradient(result: Any, d: Any) -> Any:
+    """The gradient of a weighted sum of ``result[0]`` (the program's full
+    tensor) with respect to ``d``: None where ``d`` needs none, "no grad"
+    where nothing of ``result[0]`` depends on ``d``."""
+    if not d.requires_grad:
+        return None
+    out = result[0]
+    if not out.requires_grad:
+        return "no grad"
+    weights = torch.arange(1, out.numel() + 1, dtype=out.dtype).reshape(out.shape)
+    (grad,) = torch.autograd.grad((out * weights).sum(), d, allow_unused=True)
+    return grad
+
+
+# ---------------------------------------------------------------------------
+# collectives (a recording world)
+
+
+def check_collectives(example: CollectivesExample) -> None:
+    """In a recording world of ``example.world`` (one process posing as a
+    rank), with the plugin installed: build the DTensor, run the program
+    eagerly and compiled (``aot_eager``, ``fullgraph=True``). The compiled
+    call runs eager's collectives (kind, the sorted global ranks of each
+    group, order) and returns eager's layouts (placements, global and local
+    shapes, dtypes; a recording world moves no data, so values are the
+    ``dtensor`` property's part). An example eager rejects is invalid.
+    Each example is a new world whose meshes equal earlier worlds' meshes:
+    DTensor's sharding propagation cache is cleared first, else it answers
+    with output specs naming the earlier (destroyed) meshes."""
+    O.reset_dynamo()
+    _MESHES.clear()
+    D.clear_sharding_propagation_cache()
+    D.quiet_redistribute_warnings()
+    try:
+        with dynamo_dist.enabled(), recording_world(example.world.size, example.world.rank) as log:
+            dtensor = DTensorExample(example.spec, example.program)
+            try:
+                d, mesh = build_dtensor(dtensor)
+                fn = example.program.function()
+                fn(d, mesh)
+            except Exception as e:
+                raise InvalidExample(f"eager raised {type(e).__name__}: {e}") from None
+            assert_compiles_like_eager(fn, d, mesh, fullgraph=True, backend="aot_eager", collectives=log,
+                                       same=lambda a, b: difference(a, b, values=False))
+    finally:
+        _MESHES.clear()
+        O.reset_dynamo()
 
 
 # ---------------------------------------------------------------------------
@@ -399,9 +458,12 @@ PROPERTIES: dict[str, Property] = {
                  _strategy("guard_examples"), f"{_HERE}:check_guards", ci_examples=150),
         Property("wild", "no InternalTorchDynamoError, whatever is generated; compiled == eager or same exception",
                  _strategy("query_examples", "wild"), f"{_HERE}:check_wild", ci_examples=100),
-        Property("dtensor", "DTensor numerics on a 2-rank gloo world, compiled vs eager on every rank",
-                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=40, long_share=0.1,
-                 gloo=True),
+        # One spawned 2-rank world serves every example (about 4 a second on 2 cores): a full share.
+        Property("dtensor", "DTensor numerics and gradients on a 2-rank gloo world, compiled vs eager on every rank",
+                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=80, gloo=True),
+        Property("collectives",
+                 "DTensor programs on 1-D to 4-D meshes of 8 or 16 ranks: eager's collectives and layouts",
+                 _strategy("collectives_examples"), f"{_HERE}:check_collectives", ci_examples=60),
         # Each example spawns two or three processes that compile with inductor (20-60 s on 2 cores):
         # a few per fuzz run, and no CI profile (tests/spawned/test_fuzz_processes.py checks fixed examples).
         Property("processes", "compiled in process A, loaded in a perturbed process B: eager's collectives in B",

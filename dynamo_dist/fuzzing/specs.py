@@ -22,13 +22,14 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor.placement_types import Placement
 from torch.distributed.tensor.placement_types import Shard as _Shard
 
+from .. import _compat as C
 from ..diagnostics.compare import mesh_key  # noqa: F401  (re-exported)
 from ..worlds import fake_world, make_mesh
 
 REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "min", "max", "product", "band", "bor", "bxor")
 # The statements of generated DTensor programs (``programs.dtensor_programs``).
 DTENSOR_OPS: tuple[str, ...] = (
-    "elementwise", "redistribute", "redistribute_strided", "branch", "query", "sum", "matmul",
+    "elementwise", "redistribute", "redistribute_strided", "view", "branch", "query", "sum", "matmul",
     "from_local", "from_local_checked", "distribute",
 )
 
@@ -201,8 +202,22 @@ class GuardExample:
 @dataclass(frozen=True)
 class DTensorExample:
     """A DTensor program called with a DTensor built from ``spec``, run on
-    every rank of a real gloo world."""
+    every rank of a real gloo world; with ``backward`` (floating dtypes), the
+    gradient of a weighted sum of the program's full tensor with respect to
+    the input DTensor is compared too."""
 
+    spec: DTensorSpec
+    program: Program
+    backward: bool = False
+
+
+@dataclass(frozen=True)
+class CollectivesExample:
+    """A DTensor program called with a DTensor built from ``spec`` (its mesh
+    over the whole of ``world``), in a recording world seen from
+    ``world.rank``: the collectives each side runs and the layouts it returns."""
+
+    world: World
     spec: DTensorSpec
     program: Program
 
@@ -391,20 +406,34 @@ def world_objects(world: World) -> Iterator[WorldObjects]:
         sys.excepthook = hook
 
 
-# Generated DTensor programs avoid what fails on stock torch 2.13 too (the
-# DTensor tracking work will want these; see the README's Fuzzing section).
-# Measured on a 2-rank gloo world, aot_eager, fullgraph: everything else in
-# DTENSOR_OPS (from_local with run_check=True and distribute_tensor
-# inside the function included, which fail on stock) compiles like eager.
-DTENSOR_EXCLUDED: dict[str, str] = {
-    "redistribute_strided": (
-        "d.redistribute(mesh, [_StridedShard(0, split_factor=2)]) crashes stock and plugin alike with "
-        "InternalTorchDynamoError: PendingUnbackedSymbolNotFound (any shape, from Shard or Replicate)"
-    ),
-    "strided inputs": (
-        "any collective out of a _StridedShard(split_factor > 1) input (full_tensor(), redistribute) crashes "
-        "stock and plugin alike with the same PendingUnbackedSymbolNotFound; local ops (d + 1, to_local) work"
-    ),
+# What generated DTensor programs leave out, per release (``major.minor``):
+# each entry a statement (a name in ``DTENSOR_OPS``) or "strided inputs",
+# kept only while the plugin cannot do better than stock there, with the
+# reason. Measured on a 2-rank gloo world, aot_eager, fullgraph, stock and
+# plugin side by side (tests/spawned/test_fuzz_exclusions.py measures every
+# case again on each release CI runs, and fails when an entry is no longer
+# needed or a left-in case fails). Empty on every release tested: the plugin
+# compiles collectives out of ``_StridedShard`` inputs and redistributes to
+# ``_StridedShard`` like eager on 2.12.1 to 2.15.0, where stock crashes with
+# ``PendingUnbackedSymbolNotFound``; on 2.11.0 eager itself rejects them.
+DTENSOR_EXCLUDED: dict[str, dict[str, str]] = {
+    "2.11": {}, "2.12": {}, "2.13": {}, "2.14": {}, "2.15": {},
 }
-COMPILABLE_DTENSOR_OPS: tuple[str, ...] = tuple(op for op in DTENSOR_OPS if op not in DTENSOR_EXCLUDED)
-DTENSOR_STRIDED_INPUTS = "strided inputs" not in DTENSOR_EXCLUDED
+
+
+def dtensor_exclusions(version: str | None = None) -> dict[str, str]:
+    """The excluded statements of ``version`` (``"2.13.0"``; the running
+    torch by default), each with its reason."""
+    release = ".".join((version or C.torch_version()).split(".")[:2])
+    return dict(DTENSOR_EXCLUDED.get(release, {}))
+
+
+def compilable_dtensor_ops(version: str | None = None) -> tuple[str, ...]:
+    """The statements generated DTensor programs use on ``version``."""
+    excluded = dtensor_exclusions(version)
+    return tuple(op for op in DTENSOR_OPS if op not in excluded)
+
+
+def strided_inputs_compile(version: str | None = None) -> bool:
+    """Whether generated DTensor inputs include ``_StridedShard`` placements on ``version``."""
+    return "strided inputs" not in dtensor_exclusions(version)

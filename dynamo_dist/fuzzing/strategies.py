@@ -5,8 +5,8 @@ built into live meshes and groups inside a world, so every drawn example can
 be printed, shrunk and written into a standalone reproducer.
 
 - ``worlds()``: ``World(size, rank)``.
-- ``mesh_shapes(world_size)``: a shape of 1 to 3 dims multiplying to the world size.
-- ``meshes(world)``: ``MeshSpec`` of 1 to 3 dims whose shape multiplies to
+- ``mesh_shapes(world_size)``: a shape of 1 to 3 (up to 4) dims multiplying to the world size.
+- ``meshes(world)``: ``MeshSpec`` of 1 to 3 (up to 4) dims whose shape multiplies to
   the world size, with and without dim names.
 - ``placements(mesh_ndim, tensor_ndim)``: a placement per mesh dim:
   ``Shard``, ``Replicate``, ``Partial`` with every reduce op, ``_StridedShard``.
@@ -43,10 +43,9 @@ from hypothesis.errors import InvalidArgument
 from . import programs as _programs
 from . import values as _values
 from .specs import (
-    COMPILABLE_DTENSOR_OPS,
     DTENSOR_OPS,
-    DTENSOR_STRIDED_INPUTS,
     REDUCE_OPS,
+    CollectivesExample,
     DTensorExample,
     DTensorSpec,
     GroupArg,
@@ -60,6 +59,8 @@ from .specs import (
     QueryInputs,
     TaggedShard,
     World,
+    compilable_dtensor_ops,
+    strided_inputs_compile,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "query_examples",
     "guard_examples",
     "dtensor_examples",
+    "collectives_examples",
     "CI_PROFILE",
     "LONG_PROFILE",
     "register_profiles",
@@ -104,8 +106,8 @@ def register_profiles() -> None:
 
 
 # Dim names come from these pools, so a mesh has at most three dims.
-_NAME_POOLS = (("dp", "tp", "pp"), ("a", "b", "c"), ("x", "y", "z"), ("rep", "shard", "cp"))
-MAX_MESH_NDIM = 3
+_NAME_POOLS = (("dp", "tp", "pp", "ep"), ("a", "b", "c", "d"), ("x", "y", "z", "w"), ("rep", "shard", "cp", "ep"))
+MAX_MESH_NDIM = 4
 _PROGRAM_KINDS = ("query", "escapes", "wild")
 
 
@@ -164,7 +166,7 @@ def _factorizations(n: int, ndim: int) -> list[tuple[int, ...]]:
 
 
 def mesh_shapes(world_size: int, max_ndim: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
-    """A shape of 1 to ``max_ndim`` dims (1 to 3) whose product is
+    """A shape of 1 to ``max_ndim`` dims (1 to 4) whose product is
     ``world_size`` (an integer >= 1)."""
     _check_integer("world_size", world_size, 1)
     _check_integer("max_ndim", max_ndim, 1, MAX_MESH_NDIM)
@@ -175,10 +177,11 @@ def mesh_shapes(world_size: int, max_ndim: int = 3) -> st.SearchStrategy[tuple[i
 def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
            rank_maps: bool = False, subsets: bool = False) -> st.SearchStrategy[MeshSpec]:
     """A ``MeshSpec`` for ``world`` (a ``World`` or a world size): 1 to
-    ``max_ndim`` dims (1 to 3) whose shape multiplies to the world size, with
+    ``max_ndim`` dims whose shape multiplies to the world size, with
     dim names (``names=True``), without (``False``) or either (None).
     ``rank_maps``: sometimes a permuted rank map; ``subsets``: sometimes a
-    mesh over only some ranks (shape multiplying to their number)."""
+    mesh over only some ranks (shape multiplying to their number); ``max_ndim``
+    is 1 to 4."""
     _check_world("world", world)
     _check_integer("max_ndim", max_ndim, 1, MAX_MESH_NDIM)
     _check_bool("names", names, optional=True)
@@ -235,9 +238,10 @@ def dtensor_specs(
     dtypes: tuple[Any, ...] | None = None,
     partial: bool = True,
     strided: bool = False,
+    max_mesh_ndim: int = 2,
 ) -> st.SearchStrategy[DTensorSpec]:
-    """A DTensor spec on a mesh of 1 or 2 dims over ``world`` (a ``World``
-    or a world size): global shape with 1 to ``max_tensor_ndim`` dims (>= 1)
+    """A DTensor spec on a mesh of 1 to ``max_mesh_ndim`` dims (1 to 4) over
+    ``world`` (a ``World`` or a world size): global shape with 1 to ``max_tensor_ndim`` dims (>= 1)
     of size 0 to ``max_dim_size`` (>= 0; so uneven shards and zero-size
     dims), placements (``Partial`` with ``partial``, ``_StridedShard`` with
     ``strided``), a dtype from ``dtypes`` (a non-empty tuple or list of real
@@ -252,11 +256,12 @@ def dtensor_specs(
         raise InvalidArgument(f"dtypes={dtypes!r} must be None or a non-empty tuple or list of real torch dtypes")
     _check_bool("partial", partial)
     _check_bool("strided", strided)
+    _check_integer("max_mesh_ndim", max_mesh_ndim, 1, MAX_MESH_NDIM)
     dtypes = dtypes or (torch.float32, torch.float64, torch.int64)
 
     @st.composite
     def build(draw: Any) -> DTensorSpec:
-        mesh = draw(meshes(world, max_ndim=2))
+        mesh = draw(meshes(world, max_ndim=max_mesh_ndim))
         shape = tuple(draw(st.lists(st.integers(0, max_dim_size), min_size=1, max_size=max_tensor_ndim)))
         dtype = draw(st.sampled_from(dtypes))
         ops = ("sum", "avg", "min", "max", "product") if dtype.is_floating_point else (
@@ -427,24 +432,75 @@ def guard_examples(draw: Any) -> GuardExample:
 
 
 def dtensor_examples(world: World | int = 2, *, ops: tuple[str, ...] | None = None,
-                     strided: bool | None = None) -> st.SearchStrategy[DTensorExample]:
-    """A DTensor spec on a mesh over ``world`` (a ``World`` or a world size;
-    2 ranks by default) and a DTensor program of ``ops`` for it, with
-    ``_StridedShard`` inputs if ``strided``. By default (None), only what is
-    expected to compile (``specs.COMPILABLE_DTENSOR_OPS``,
-    ``specs.DTENSOR_STRIDED_INPUTS``)."""
+                     strided: bool | None = None, backward: bool | None = None,
+                     max_mesh_ndim: int = MAX_MESH_NDIM) -> st.SearchStrategy[DTensorExample]:
+    """A DTensor spec on a mesh of 1 to ``max_mesh_ndim`` dims over ``world``
+    (a ``World`` or a world size; 2 ranks by default, so a mesh of 3 or 4
+    dims has dims of size 1) and a DTensor program of ``ops`` for it, with
+    ``_StridedShard`` inputs if ``strided``, and the gradient checked too if
+    ``backward`` (floating dtypes only). By default (None), only what this
+    release is expected to compile (``specs.compilable_dtensor_ops()``,
+    ``specs.strided_inputs_compile()``), and ``backward`` for half the
+    floating examples."""
     _check_world("world", world)
     if ops is not None:
         _check_choices("ops", ops, DTENSOR_OPS)
     _check_bool("strided", strided, optional=True)
-    return _dtensor_examples(world, ops, strided)
+    _check_bool("backward", backward, optional=True)
+    _check_integer("max_mesh_ndim", max_mesh_ndim, 1, MAX_MESH_NDIM)
+    return _dtensor_examples(world, ops, strided, backward, max_mesh_ndim)
 
 
 @st.composite
 def _dtensor_examples(draw: Any, world: World | int, ops: tuple[str, ...] | None,
-                      strided: bool | None) -> DTensorExample:
-    spec = draw(dtensor_specs(world, strided=DTENSOR_STRIDED_INPUTS if strided is None else strided))
-    return DTensorExample(spec, draw(dtensor_programs(spec, ops=COMPILABLE_DTENSOR_OPS if ops is None else ops)))
+                      strided: bool | None, backward: bool | None, max_mesh_ndim: int) -> DTensorExample:
+    spec = draw(_dtensor_spec(world, strided, max_mesh_ndim))
+    grad = spec.dtype.is_floating_point and (draw(st.booleans()) if backward is None else backward)
+    # With a gradient the program returns no local tensor: AOTAutograd refuses
+    # outputs that alias one another (full_tensor() and to_local() of a
+    # replicated DTensor) when an input is a subclass that needs grad.
+    returns = ("d.full_tensor(), d.placements",) if grad else _programs.DTENSOR_RETURNS
+    return DTensorExample(spec, draw(_spec_program(spec, ops, returns)), grad)
+
+
+def _dtensor_spec(world: World | int, strided: bool | None, max_mesh_ndim: int) -> st.SearchStrategy[DTensorSpec]:
+    return dtensor_specs(world, strided=strided_inputs_compile() if strided is None else strided,
+                         max_mesh_ndim=max_mesh_ndim)
+
+
+def _spec_program(spec: DTensorSpec, ops: tuple[str, ...] | None,
+                  returns: tuple[str, ...] = _programs.DTENSOR_RETURNS) -> st.SearchStrategy[Program]:
+    return _programs.dtensor_programs(spec, ops=compilable_dtensor_ops() if ops is None else ops, returns=returns)
+
+
+# The worlds of the collectives property: every mesh of 1 to 4 dims over 8 or 16 ranks.
+COLLECTIVES_WORLD_SIZES = (8, 16)
+
+
+def collectives_examples(sizes: tuple[int, ...] = COLLECTIVES_WORLD_SIZES, *, ops: tuple[str, ...] | None = None,
+                         strided: bool | None = None,
+                         max_mesh_ndim: int = MAX_MESH_NDIM) -> st.SearchStrategy[CollectivesExample]:
+    """A world from ``sizes`` seen from one of its ranks, a DTensor spec on a
+    mesh of 1 to ``max_mesh_ndim`` dims over the whole world and a DTensor
+    program of ``ops`` for it (defaults as ``dtensor_examples``, less
+    ``from_local_checked``: ``run_check=True`` gathers Python objects, which
+    a recording world cannot answer)."""
+    worlds(sizes)  # checks ``sizes``
+    if ops is not None:
+        _check_choices("ops", ops, DTENSOR_OPS)
+    else:
+        ops = tuple(op for op in compilable_dtensor_ops() if op != "from_local_checked")
+    _check_bool("strided", strided, optional=True)
+    _check_integer("max_mesh_ndim", max_mesh_ndim, 1, MAX_MESH_NDIM)
+    return _collectives_examples(sizes, ops, strided, max_mesh_ndim)
+
+
+@st.composite
+def _collectives_examples(draw: Any, sizes: tuple[int, ...], ops: tuple[str, ...], strided: bool | None,
+                          max_mesh_ndim: int) -> CollectivesExample:
+    world = draw(worlds(sizes))
+    spec = draw(_dtensor_spec(world, strided, max_mesh_ndim))
+    return CollectivesExample(world, spec, draw(_spec_program(spec, ops)))
 
 
 # ---------------------------------------------------------------------------

@@ -263,10 +263,24 @@ def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable
             "Inconsistent tensor metadata (including shape and stride) across ranks.",
         )
         for dim, src in sources:
-            x = C.funcol.broadcast(x.contiguous(), src, (mesh, dim))
+            x = _BroadcastUnseenByAutograd.apply(x, src, (mesh, dim))
         return x
 
     return check
+
+
+class _BroadcastUnseenByAutograd(torch.autograd.Function):
+    """``run_check``'s broadcast as eager runs it: inside ``from_local``'s
+    forward, where autograd does not see it (the gradient passes through).
+    The functional broadcast has no autograd kernel of its own."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, src: int, group: Any) -> Any:
+        return C.funcol.broadcast(x.contiguous(), src, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad, None, None
 
 
 def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:

@@ -11,6 +11,7 @@ import contextlib
 import pytest
 import torch
 from hypothesis import given, reject, settings
+from torch.distributed.tensor.placement_types import Shard
 
 import dynamo_dist
 from dynamo_dist import _compat as C
@@ -18,6 +19,7 @@ from dynamo_dist.testing import strategies as S
 from dynamo_dist.fuzzing.properties import (
     PROPERTIES,
     InvalidExample,
+    check_collectives,
     check_dtensor,
     check_escapes,
     check_guards,
@@ -25,7 +27,18 @@ from dynamo_dist.fuzzing.properties import (
     check_wild,
     gloo_pool,
 )
-from dynamo_dist.fuzzing.specs import GroupArg, GuardExample, MeshArg, MeshSpec, Program, QueryInputs, World
+from dynamo_dist.fuzzing.specs import (
+    CollectivesExample,
+    DTensorExample,
+    DTensorSpec,
+    GroupArg,
+    GuardExample,
+    MeshArg,
+    MeshSpec,
+    Program,
+    QueryInputs,
+    World,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +84,43 @@ def test_dtensor_numerics_on_two_gloo_ranks(gloo2, example):
         check_dtensor(example)
     except InvalidExample:
         reject()
+
+
+@ci("collectives")
+@given(example=S.collectives_examples())
+def test_dtensor_programs_run_eagers_collectives_on_meshes_of_up_to_four_dims(example):
+    try:
+        check_collectives(example)
+    except InvalidExample:
+        reject()
+
+
+def test_collectives_property_catches_a_collective_eager_does_not_run():
+    # Compiled code that gathers once more than eager must fail the property
+    # like a wrong value, naming both sides' collectives.
+    extra = CollectivesExample(World(8, 3), DTensorSpec(MeshSpec((2, 4), ("dp", "tp")), (Shard(0), Shard(1)), (4, 8)),
+                               Program("def f(d, mesh):\n    if torch.compiler.is_compiling():\n"
+                                       "        d = d.redistribute(mesh, [Shard(0), Replicate()])\n"
+                                       "        d = d.redistribute(mesh, [Shard(0), Shard(1)])\n"
+                                       "    return d.full_tensor(), d.to_local(), d.placements\n"))
+    with pytest.raises(AssertionError, match="compiled ran other collectives than eager") as info:
+        check_collectives(extra)
+    assert "all_gather_into_tensor over [0, 1, 2, 3]" in str(info.value)
+
+
+# Found by the dtensor property's gradients: from_local(run_check=True)'s traced
+# broadcast had no autograd kernel, and a backward through it did not compile.
+RUN_CHECK_GRADIENT = DTensorExample(
+    DTensorSpec(MeshSpec((1, 2)), (Shard(0), Shard(0)), (2,)),
+    Program("def f(d, mesh):\n    d = d.redistribute(mesh, [Shard(0), Replicate()])\n"
+            "    d = DTensor.from_local(d.to_local(), mesh, d.placements, run_check=True, shape=d.shape, "
+            "stride=d.stride())\n    return d.full_tensor(), d.placements\n"),
+    backward=True,
+)
+
+
+def test_gradient_through_from_local_run_check(gloo2):
+    check_dtensor(RUN_CHECK_GRADIENT)
 
 
 # The guard property has teeth: on stock torch it finds the stale answer for

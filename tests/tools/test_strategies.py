@@ -30,16 +30,16 @@ INVALID = [
     (lambda: S.mesh_shapes(-4), "world_size", "integer >= 1"),
     (lambda: S.mesh_shapes(2.0), "world_size", "integer >= 1"),
     (lambda: S.mesh_shapes(True), "world_size", "integer >= 1"),
-    (lambda: S.mesh_shapes(8, max_ndim=0), "max_ndim", "integer from 1 to 3"),
-    (lambda: S.mesh_shapes(8, max_ndim=4), "max_ndim", "integer from 1 to 3"),
+    (lambda: S.mesh_shapes(8, max_ndim=0), "max_ndim", "integer from 1 to 4"),
+    (lambda: S.mesh_shapes(8, max_ndim=5), "max_ndim", "integer from 1 to 4"),
     # meshes
     (lambda: S.meshes(0), "world", "integer >= 1"),
     (lambda: S.meshes("8"), "world", "a World or a world size"),
     (lambda: S.meshes(World(0)), r"world\.size", "integer >= 1"),
     (lambda: S.meshes(World(4, 4)), r"world\.rank", "integer from 0 to 3"),
     (lambda: S.meshes(World(4, -1)), r"world\.rank", "integer from 0 to 3"),
-    (lambda: S.meshes(8, max_ndim=5), "max_ndim", "integer from 1 to 3"),
-    (lambda: S.meshes(8, max_ndim=0), "max_ndim", "integer from 1 to 3"),
+    (lambda: S.meshes(8, max_ndim=5), "max_ndim", "integer from 1 to 4"),
+    (lambda: S.meshes(8, max_ndim=0), "max_ndim", "integer from 1 to 4"),
     (lambda: S.meshes(8, names=1), "names", "True or False or None"),
     (lambda: S.meshes(8, rank_maps=None), "rank_maps", "True or False"),
     (lambda: S.meshes(8, subsets="yes"), "subsets", "True or False"),
@@ -84,6 +84,14 @@ INVALID = [
     (lambda: S.dtensor_examples(0), "world", "integer >= 1"),
     (lambda: S.dtensor_examples(ops=()), "ops", "non-empty tuple or list of items from"),
     (lambda: S.dtensor_examples(strided=1), "strided", "True or False or None"),
+    (lambda: S.dtensor_examples(backward="yes"), "backward", "True or False or None"),
+    (lambda: S.dtensor_examples(max_mesh_ndim=5), "max_mesh_ndim", "integer from"),
+    (lambda: S.dtensor_specs(max_mesh_ndim=0), "max_mesh_ndim", "integer from"),
+    # collectives_examples
+    (lambda: S.collectives_examples(()), "sizes", "non-empty tuple or list"),
+    (lambda: S.collectives_examples(ops=("nope",)), "ops", "non-empty tuple or list of items from"),
+    (lambda: S.collectives_examples(strided=2), "strided", "True or False or None"),
+    (lambda: S.collectives_examples(max_mesh_ndim=0), "max_mesh_ndim", "integer from"),
 ]
 
 
@@ -113,6 +121,19 @@ def test_good_arguments_draw_what_the_docstrings_say():
     S.dtensor_programs(SPEC, max_ops=1, ops=["sum"])
     S.query_examples("escapes", World(4, 1))
     S.dtensor_examples(World(2, 1), ops=("sum",), strided=False)
+    assert find(S.meshes(16, max_ndim=4), lambda m: m.ndim == 4).ndim == 4
+    assert find(S.dtensor_examples(backward=True), lambda e: True).backward
+    assert find(S.collectives_examples((16,)), lambda e: e.spec.mesh.ndim == 4).world.size == 16
+
+
+def test_each_generated_view_makes_the_shape_the_program_assumes():
+    # The view-family statements track the shape they make; eager agrees on
+    # plain tensors of every shape of up to 3 dims (zero-size dims included).
+    from dynamo_dist.fuzzing.programs import _reshapes
+
+    for shape in [(0,), (5,), (4, 6), (0, 3), (2, 8, 4), (3, 0, 2), (1, 4, 9)]:
+        for expr, made in _reshapes(shape):
+            assert tuple(eval(expr, {"d": torch.zeros(shape)}).shape) == made, (shape, expr)
     S.guard_examples()
 
 
