@@ -627,12 +627,7 @@ def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], boo
     is ``value``, of the same type."""
     module_name, key, value = description
     module = importlib.import_module(module_name)
-
-    def check(override: Any) -> bool:
-        current = getattr(module, key) if override is _UNSET_SENTINEL else override
-        return type(current) is type(value) and current == value
-
-    return check
+    return lambda override: _same_constant(getattr(module, key) if override is _UNSET_SENTINEL else override, value)
 
 
 def _config_module_of(key: str) -> Any:
@@ -654,10 +649,8 @@ def _saved_override_guard(builder: Any, guard: Any) -> Any:
     value = getattr(module, key)
     if type(value) not in _CONSTANTS:
         return None
-    text = f"dynamo_dist: the config entry `{module.__name__}.{key}` is {value!r}"
-    create_fn = functools.partial(DYNAMO_DIST_SAVED, config_value_check, (module.__name__, key, value), text,
-                                  _version.__version__)
-    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
+    return _saved_value_guard(guard, config_value_check, (module.__name__, key, value),
+                              f"dynamo_dist: the config entry `{module.__name__}.{key}` is {value!r}")
 
 
 # torch saves the globals a frame's guards read with the frame and rebuilds
@@ -687,7 +680,20 @@ def _compares_a_module_constant(guard: Any, output_graph: Any) -> bool:
 
 def constant_check(value: Any) -> Callable[[Any], bool]:
     """The check of a saved module-constant guard."""
-    return lambda current: type(current) is type(value) and current == value
+    return lambda current: _same_constant(current, value)
+
+
+def _same_constant(current: Any, value: Any) -> bool:
+    """What a saved value guard checks: the same type, and equal."""
+    return type(current) is type(value) and current == value
+
+
+def _saved_value_guard(guard: Any, check: Callable[[Any], Callable[[Any], bool]], description: Any,
+                       text: str) -> Any:
+    """``guard`` in a saved form that rebuilds as ``check(description)`` on
+    load (``check`` picklable by name), or None where it cannot be pickled."""
+    create_fn = functools.partial(DYNAMO_DIST_SAVED, check, description, text, _version.__version__)
+    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
 def _saved_constant_guard(builder: Any, guard: Any) -> Any:
@@ -698,9 +704,9 @@ def _saved_constant_guard(builder: Any, guard: Any) -> Any:
         return None
     if type(value) not in _CONSTANTS:
         return None
-    text = f"dynamo_dist: `{guard.name}` == {value!r} (a value read through a module, saved with the frame)"
-    create_fn = functools.partial(DYNAMO_DIST_SAVED, constant_check, value, text, _version.__version__)
-    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
+    return _saved_value_guard(guard, constant_check, value,
+                              f"dynamo_dist: `{guard.name}` == {value!r} (a value read through a module, saved with "
+                              "the frame)")
 
 
 def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
