@@ -126,6 +126,8 @@ from .dynamo import (  # noqa: F401
     install_global_unbound,
     FSDP_TYPE_UNPICKLE_POINT,
     fsdp_type_made_on_load,
+    FSDP_MODULE_PICKLE_POINT,
+    fsdp_module_keeps_class,
     guard_predicate,
     guard_same_object,
     predicate_guard,

@@ -8,6 +8,7 @@ change to this module only.
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import dis
 import functools
@@ -796,6 +797,45 @@ def fsdp_type_made_on_load(original: Any) -> Any:
     unpickle.__name__ = original.__func__.__name__
     unpickle.__qualname__ = original.__func__.__qualname__
     return classmethod(unpickle)
+
+
+# An FSDP2 module itself (a frame's ``self``, a block torchtitan compiles
+# after ``fully_shard``) has a class whose name is its qualified name, so
+# torch's guard pickler leaves it to pickle's default: ``__newobj__`` of its
+# class, which rebuilds as ``cls.__new__(cls)``. ``FSDPModule.__new__`` makes
+# an instance of the module's original class instead (for modules built by
+# indexing a container), so the loaded local is a ``C``, not an ``FSDP<C>``:
+# the guard on its class (``TYPE_MATCH``, rebuilt from that local) checks
+# ``C`` and never passes on the live module, and the restart traces the frame
+# again (stock 2.15 too). ``fsdp_module_keeps_class`` pickles such a module
+# as ``copyreg._reconstructor`` of its class (``object.__new__``, then its
+# state as before), so it loads as the FSDP class; that class is saved as
+# before (``_unpickle_fsdp_module_type``) and the stored entry stays loadable
+# without the plugin.
+FSDP_MODULE_PICKLE_POINT: tuple[Any, str] | None = (
+    (_GuardsStatePickler, "reducer_override") if FSDP_TYPE_UNPICKLE_POINT is not None else None)
+
+
+def _is_fsdp_class(cls: type) -> bool:
+    return (issubclass(cls, _fsdp.FSDPModule) and cls is not _fsdp.FSDPModule
+            and _fsdp.get_cls_to_fsdp_cls().get(cls.__mro__[2]) is cls)
+
+
+def fsdp_module_keeps_class(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``GuardsStatePickler.reducer_override`` that saves an FSDP2 module
+    so it loads with its FSDP class (see ``FSDP_MODULE_PICKLE_POINT``)."""
+
+    def reducer_override(self: Any, obj: Any) -> Any:
+        reduced = original(self, obj)
+        if reduced is not NotImplemented or not isinstance(obj, torch.nn.Module) or not _is_fsdp_class(type(obj)):
+            return reduced
+        default = obj.__reduce_ex__(2)
+        if default[0] is not copyreg.__newobj__ or tuple(default[1]) != (type(obj),):
+            return reduced
+        return (copyreg._reconstructor, (type(obj), object, None), *default[2:])
+
+    reducer_override.__wrapped__ = original  # type: ignore[attr-defined]
+    return reducer_override
 
 
 # 2.11-2.14 name a new global of a frame's output ``prefix`` plus a counter

@@ -50,6 +50,10 @@ each release come from ``_compat``):
   (``C.FSDP_TYPE_UNPICKLE_POINT``): a saved guard on an FSDP2 module's class
   loads before ``fully_shard`` made that class: the class is made then, as
   ``fully_shard`` makes it, and ``fully_shard`` takes it later.
+- ``GuardsStatePickler.reducer_override`` (``C.FSDP_MODULE_PICKLE_POINT``):
+  a saved FSDP2 module loads with its FSDP class (pickle's default rebuilds
+  it through ``FSDPModule.__new__``, which gives the original class), so the
+  rebuilt guard on a compiled block's class passes on a restart.
 - ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
@@ -153,6 +157,9 @@ def _patch(p: Patches) -> None:
     if C.FSDP_TYPE_UNPICKLE_POINT is not None:
         owner, name = C.FSDP_TYPE_UNPICKLE_POINT
         p.set(owner, name, C.fsdp_type_made_on_load(owner.__dict__[name]))
+    if C.FSDP_MODULE_PICKLE_POINT is not None:
+        owner, name = C.FSDP_MODULE_PICKLE_POINT
+        p.set(owner, name, C.fsdp_module_keeps_class(getattr(owner, name)))
     if C.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.INSTALL_GLOBAL_POINT
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))

@@ -169,6 +169,39 @@ def test_a_saved_fsdp_class_loads_before_fully_shard_makes_it():
     assert type(block) is made
 
 
+def _guard_pickled(value, *guarded):
+    """``value`` saved and loaded as torch's guard pickler saves a frame's
+    local that a guard reads (and the ``guarded`` values inside it)."""
+    import inspect
+    import io
+    from torch._dynamo.guards import GuardsStatePickler
+
+    # The tracked-value dicts before the file (2.13: three, 2.15: four).
+    tracked = [p for p in inspect.signature(GuardsStatePickler.__init__).parameters.values()
+               if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
+    buf = io.BytesIO()
+    GuardsStatePickler({id(v): v for v in (value, *guarded)}, *({} for _ in tracked[1:]), buf).dump(value)
+    return pickle.loads(buf.getvalue())
+
+
+def test_a_saved_fsdp_module_loads_with_its_fsdp_class():
+    """A frame's FSDP2 module (a block torchtitan compiles and shards) is
+    saved by pickle's default, which rebuilds it through
+    ``FSDPModule.__new__``: torch loads it as the module's original class, so
+    the rebuilt guard on its class never passes on the live module (a
+    restart traces the block again). With the plugin it loads with its FSDP
+    class, its state kept."""
+    from torch.distributed.fsdp import fully_shard
+
+    with fake_world(2, rank=0):
+        block = fully_shard(ShardedLater(), mesh=make_mesh((2,), ("dp",)))
+    assert type(_guard_pickled(block)) is ShardedLater
+    with dynamo_dist.enabled():
+        loaded = _guard_pickled(block, block.linear)
+    assert type(loaded) is type(block)
+    assert type(loaded.linear) is torch.nn.Linear and loaded.linear.in_features == 4
+
+
 @pytest.mark.release
 def test_frames_without_plugin_guards_are_still_packaged(precompile_caching, monkeypatch):
     """Only frames with a plugin guard are declined."""
