@@ -184,6 +184,7 @@ def _guard_pickled(value, *guarded):
     return pickle.loads(buf.getvalue())
 
 
+@pytest.mark.release
 def test_a_saved_fsdp_module_loads_with_its_fsdp_class():
     """A frame's FSDP2 module (a block torchtitan compiles and shards) is
     saved by pickle's default, which rebuilds it through
