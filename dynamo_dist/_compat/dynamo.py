@@ -17,7 +17,6 @@ import inspect
 import io
 import pickle
 import re
-import sys
 import types
 import typing
 from typing import Any, Callable
@@ -631,21 +630,30 @@ def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], boo
     return lambda override: _same_constant(getattr(module, key) if override is _UNSET_SENTINEL else override, value)
 
 
-def _config_module_of(key: str) -> Any:
-    """The config module whose entry ``key`` a traced frame read, by its
-    entries: the canonical ``compile_on_one_rank`` and its alias are both
-    entries of that name; the one holding the value is the one not aliased."""
-    found = [m for m in list(sys.modules.values())
-             if isinstance(getattr(m, "_config", None), dict) and key in m._config
-             and getattr(m._config[key], "alias", None) is None]
-    return found[0] if len(found) == 1 else None
+def _config_module_of(builder: Any, guard: Any) -> Any:
+    """The config module whose ``_config`` a guard on an override reads,
+    evaluated from the guard's own source (``<module>._config[key]
+    .user_override``): the module the traced frame read, alias or not
+    (an alias entry's ``getattr`` answers its target's value). None where
+    the source does not reach a config module."""
+    source = guard.originating_source
+    while source is not None and getattr(source, "member", None) != "_config":
+        source = getattr(source, "base", None)
+    if source is None:
+        return None
+    try:
+        module = builder.get(source.base)
+    except Exception:  # a source the builder cannot read here: torch's own form
+        return None
+    is_config = isinstance(module, types.ModuleType) and isinstance(getattr(module, "_config", None), dict)
+    return module if is_config else None
 
 
 def _saved_override_guard(builder: Any, guard: Any) -> Any:
     """A torch guard on a config override in its saved form, or None."""
     key = _OVERRIDE_KEY.search(guard.name).group(1)
-    module = _config_module_of(key)
-    if module is None:
+    module = _config_module_of(builder, guard)
+    if module is None or key not in module._config:
         return None
     value = getattr(module, key)
     if type(value) not in _CONSTANTS:
