@@ -14,8 +14,11 @@ so each group has another name), ``version`` (another plugin version),
 ``flatten`` (the mesh flattened), ``registered`` (False: a registry that
 one of torch's own guards reads by position holds fewer entries),
 ``one_rank`` (``compile_on_one_rank`` set, which a frame reads), ``scale``
-(another value of a module constant a frame reads); ``only``
-names the kinds to run (all by default).
+(another value of a module constant a frame reads), ``no_transform`` (the
+redistribute planner's switch that stops it merging collectives, set);
+``only`` names the kinds to run (all by default); ``twins`` runs only two
+functions of one qualified name and first line in two modules (``twin_a``
+then ``twin_b``), which torch's cache keys alike.
 """
 
 from __future__ import annotations
@@ -130,6 +133,21 @@ def kinds(world: int, registered: bool = True) -> dict:
     }
 
 
+# Two modules whose function ``twin`` starts on the same line: torch keys
+# Dynamo's cache by a function's qualified name and first line only.
+TWINS = {"twin_a": "def twin(x):\n    return x * 2\n", "twin_b": "def twin(x):\n    return x + 100\n"}
+
+
+def twins() -> dict:
+    made = {}
+    for name, source in TWINS.items():
+        module = type(sys)(f"precompile_{name}")
+        sys.modules[module.__name__] = module
+        exec(compile(source, f"<{module.__name__}>", "exec"), module.__dict__)
+        made[name] = (module.twin, (torch.ones(2),))
+    return made
+
+
 def _equal(a, b) -> bool:
     if isinstance(a, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -138,7 +156,7 @@ def _equal(a, b) -> bool:
 
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
-        scale: int | None = None) -> dict:
+        scale: int | None = None, no_transform: bool = False, twins: bool = False) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -148,11 +166,13 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
         one_rank_config().compile_on_one_rank = True
     if scale is not None:
         helpers.SCALE = scale
+    if no_transform:
+        torch.distributed.tensor._redistribute._DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION = True
     result = {}
     with fake_world(world, rank=0):
         if shift:
             dist.new_group([world - 2, world - 1])
-        programs = kinds(world, registered)
+        programs = globals()["twins"]() if twins else kinds(world, registered)
         if flatten:
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")

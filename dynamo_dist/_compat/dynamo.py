@@ -41,7 +41,7 @@ from torch._guards import CompileContext
 from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
-from .distributed import ProcessGroup, group_identity, live_group
+from .distributed import ProcessGroup, group_identity, live_group, redistribute_planner_flags
 
 try:  # 2.13+: what get_real_python_backed_value answers for "no object"
     from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
@@ -564,14 +564,23 @@ def saved_guard(builder: Any, guard: Any, groups: dict[str, Any]) -> Any:
     return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
-def DYNAMO_DIST_VERSION(version: str, builder: Any, guard: Any) -> None:
-    """Saved with every frame packaged while the plugin is installed (the
-    plugin shaped its trace even where torch's own guards cover it): on load
-    under another plugin version, a root check that always fails, so the
-    frame is traced again; under the same version, no check at all."""
+def DYNAMO_DIST_SAVED_BY(version: str, planner: tuple, builder: Any, guard: Any) -> None:
+    """Saved with every frame packaged while the plugin is installed: the
+    plugin's version (it shaped the trace even where torch's own guards
+    cover it) and the redistribute planner's switches when the frame was
+    traced (they choose the collectives a traced redistribute runs; the
+    compile caches' keys hold them too). On load, where either differs in
+    this process, a root check that always fails, so the frame is traced
+    again (the switches are read once, when the frame loads, as a compile
+    reads them); where both are the same, no check at all."""
     if version != _version.__version__:
         text = f"dynamo_dist: this frame was saved by dynamo_dist {version}; this process runs {_version.__version__}"
-        builder.guard_manager.root.add_lambda_guard(_never, get_verbose_code_parts(text, guard), None)
+    elif planner != redistribute_planner_flags():
+        text = (f"dynamo_dist: this frame was traced under the redistribute planner's switches {dict(planner)}; "
+                f"this process has {dict(redistribute_planner_flags())}")
+    else:
+        return
+    builder.guard_manager.root.add_lambda_guard(_never, get_verbose_code_parts(text, guard), None)
 
 
 def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) -> None:
@@ -746,7 +755,8 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
                 kept.append(saved)
         if not unsaved and not overrides:
             _release_groups(builder, groups, sorted_guards)
-            kept.append(GlobalStateSource().make_guard(functools.partial(DYNAMO_DIST_VERSION, _version.__version__)))
+            kept.append(GlobalStateSource().make_guard(
+                functools.partial(DYNAMO_DIST_SAVED_BY, _version.__version__, redistribute_planner_flags())))
             return original(self, builder, kept, output_graph)
         reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
                   else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))

@@ -111,12 +111,14 @@ class LoadedGuardError(RuntimeError):
 
 def install_or_trace(original: Any) -> Any:
     """``CompilePackage.install`` that, when installing fails with an error
-    torch does not catch, undoes what it installed, leaves the package
-    uninitialized and raises ``LoadedGuardError``, so ``torch.compile``
-    traces the function as if its cache held nothing."""
+    torch does not catch or the saved entry belongs to another function
+    (``_same_function``), undoes what it installed, empties the package and
+    raises ``LoadedGuardError``, so ``torch.compile`` traces the function as
+    if its cache held nothing."""
 
     def install(self: Any, backends: Any) -> None:
         try:
+            _same_function(self)
             _bind_in_code_module(self)
             original(self, backends)
         except RuntimeError:
@@ -125,13 +127,53 @@ def install_or_trace(original: Any) -> Any:
             try:
                 self.uninstall()
             finally:
-                self._initialized = False
+                # Back to a package that holds nothing: torch's fallback then
+                # initializes it afresh, and would otherwise find the loaded
+                # entries (``_codes``) still there.
+                CompilePackage.__init__(self, None)
             raise LoadedGuardError(
                 f"dynamo_dist: a saved entry of {getattr(self._innermost_fn, '__qualname__', self._innermost_fn)} "
                 f"cannot be loaded in this process ({type(e).__name__}: {e}); it is traced again") from e
 
     install.__wrapped__ = original  # type: ignore[attr-defined]
     return install
+
+
+# torch keys Dynamo's cache by a function's qualified name and first line
+# only (``CompilePackage.source_id_from_fn``), and installs the saved entry
+# on whatever function has that key (``initialize`` maps the live
+# function's code to the saved main entry). Two functions of one name and
+# first line in different modules or files (``def f`` on line 1 of two
+# generated modules, ``Block.forward`` on the same line of two model files
+# sharing a cache directory) share one entry: the one compiled last
+# overwrites it, and the other loads it and runs its bytecode where the
+# saved guards, which read only the inputs, pass. The entry's saved code
+# must be the live function's code (its file's path aside: the same code at
+# another path is the same function).
+class _OtherFunction(Exception):
+    """The saved entry was compiled for another function of the same key."""
+
+
+def _without_paths(code: Any) -> Any:
+    """A ``SerializedCode`` with its file path, and its nested codes', left out."""
+    consts = tuple(_without_paths(c) if isinstance(c, SerializedCode) else c for c in code.co_consts)
+    return dataclasses.replace(code, co_filename="", co_consts=consts)
+
+
+def _same_function(package: Any) -> None:
+    """Raises ``_OtherFunction`` where the package's saved main code is not
+    the code of the function it is installed on."""
+    fn = package._innermost_fn
+    code = getattr(fn, "__code__", None)
+    entry = package._codes.get(code) if code is not None else None
+    saved = getattr(entry, "python_code", None)
+    if not isinstance(saved, SerializedCode):
+        return
+    if _without_paths(saved) != _without_paths(SerializedCode.from_code_object(code)):
+        raise _OtherFunction(
+            f"its saved code is not this function's code: Dynamo's cache keys a function by its qualified name "
+            f"and first line only ({code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}, line "
+            f"{code.co_firstlineno}), and another function with that key, in {saved.co_filename}, saved it")
 
 
 def _code_module(fn: Any) -> str | None:

@@ -260,11 +260,28 @@ def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
         # the loaded frame: the saved process's answer).
         "scale": ({"scale": 3}, {"module"}),
         "version": ({"version": "0.0.0+another"}, kinds),
+        # The planner's switches choose a traced redistribute's collectives.
+        "planner": ({"no_transform": True}, kinds),
     }
     for name, (options, expected) in perturbed.items():
         cache = tmp_path / name
         shutil.copytree(saved, cache)
         assert _traced(_precompile_run(cache, **options)) == expected, name
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_a_saved_frame_of_another_function_with_the_same_key_is_traced_again(tmp_path):
+    """torch keys Dynamo's cache by qualified name and first line: of two
+    functions ``twin`` on the same line of two modules, the one saved last
+    holds the entry. The next process loads it for the other function too;
+    the plugin sees the saved code is not that function's and traces it
+    (stock 2.15 raises NameError calling it: it binds the saved globals in
+    the other module; the plugin binds them in the function's own, where
+    without the check it would run the other function's code)."""
+    first = _precompile_run(tmp_path, twins=True)
+    assert _traced(first) == {"twin_a", "twin_b"}, first
+    assert _traced(_precompile_run(tmp_path, twins=True)) == {"twin_a"}
 
 
 @pytest.mark.slow
