@@ -73,6 +73,7 @@ class ProgramRun:
     eager_error: str | None
     outcomes: dict[str, dict[str, int]]
     limitation: str | None = None  # the known limitation that stopped the compile (nothing to compare)
+    traced: int | None = None  # frames Dynamo traced for the compiled call (0: run from Dynamo's cache)
 
     def hits(self) -> int:
         return sum(counts.get("hit", 0) for counts in self.outcomes.values())
@@ -86,7 +87,7 @@ class ProgramRun:
             return tuple(Collective(c["kind"], tuple(c["ranks"])) for c in items)
 
         return cls(collectives(data["compiled"]), data["compiled_error"], collectives(data["eager"]),
-                   data["eager_error"], data["outcomes"], data["limitation"])
+                   data["eager_error"], data["outcomes"], data["limitation"], data.get("traced"))
 
 
 # ---------------------------------------------------------------------------
@@ -157,40 +158,53 @@ def _error(e: BaseException | None) -> str | None:
     return None if e is None else f"{type(e).__name__}: {str(e)[:600]}"
 
 
-def run_program(program: Any, tensor: DTensorSpec, mesh: Any, log: Any, on_one_rank: bool) -> ProgramRun:
-    """Compile ``program`` (inductor, ``fullgraph=True``) and call it, then
-    call it eagerly; the collectives each ran, from the world's ``log``.
+def _outcomes() -> dict[str, dict[str, int]]:
+    """The compile caches' outcomes so far: FX graph, AOTAutograd, and
+    Dynamo's own cache (torch's precompile)."""
+    return {**K.outcome_counts(), "dynamo": O.dynamo_cache_counts()}
+
+
+def run_program(program: Any, index: int, tensor: DTensorSpec, mesh: Any, log: Any, on_one_rank: bool) -> ProgramRun:
+    """Compile program ``index`` (inductor, ``fullgraph=True``) and call it,
+    then call it eagerly; the collectives each ran, from the world's ``log``.
+    Each program is defined in a module of its own name, the same in every
+    process, starting on a line of its own (torch's precompile keys a
+    function by its name and first line, and binds its saved globals in its
+    module).
     Under ``compile_on_one_rank``, Dynamo's data-dependent error (a runtime
     rank where Python needs an int) is the known limitation, not a failure."""
-    fn = program.function()
-    before = K.outcome_counts()
+    fn = program.function(module=f"dynamo_dist_fuzz_program_{index}", line=index + 1)
+    before, traced = _outcomes(), O.dynamo_counters()["stats"]["unique_graphs"]
     _, compiled_error = _call(torch.compile(fn, backend="inductor", fullgraph=True),
                               (program_input(tensor, mesh), mesh), {})
     compiled = log.take()
-    after = K.outcome_counts()
+    after, traced = _outcomes(), O.dynamo_counters()["stats"]["unique_graphs"] - traced
     outcomes = {cache: {k: n - before[cache][k] for k, n in counts.items()} for cache, counts in after.items()}
     _, eager_error = _call(fn, (program_input(tensor, mesh), mesh), {})
     limitation = None
     if on_one_rank and data_dependent(compiled_error):
         limitation, compiled_error = f"compile_on_one_rank, data-dependent: {_error(compiled_error)}", None
     return ProgramRun(tuple(compiled), _error(compiled_error), tuple(log.take()), _error(eager_error), outcomes,
-                      limitation)
+                      limitation, traced)
 
 
 def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, compiling: bool) -> list[ProgramRun]:
     """One process's side: make ``state``, run every program; the compiling
     process then saves its cache artifacts, a loading one with
-    ``state.artifacts`` loads them first."""
+    ``state.artifacts`` loads them first. Under ``example.precompile``
+    A's artifacts and cache directory hold Dynamo's entries too."""
     dynamo_dist.install()
     artifacts = workdir / ARTIFACTS_FILE  # none when A's compiles left nothing in the caches
-    if state.artifacts and not compiling and artifacts.exists():
-        K.load_artifacts(artifacts.read_bytes())
-    with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):
-        runs = [run_program(program, example.tensor, mesh, log, state.one_rank) for program in example.programs]
-    if compiling:
-        saved = torch.compiler.save_cache_artifacts()
-        if saved is not None:
-            (workdir / ARTIFACTS_FILE).write_bytes(saved[0])
+    with torch._dynamo.config.patch(caching_precompile=example.precompile):
+        if state.artifacts and not compiling and artifacts.exists():
+            K.load_artifacts(artifacts.read_bytes())
+        with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):
+            runs = [run_program(program, i, example.tensor, mesh, log, state.one_rank)
+                    for i, program in enumerate(example.programs)]
+        if compiling:
+            saved = torch.compiler.save_cache_artifacts()
+            if saved is not None:
+                (workdir / ARTIFACTS_FILE).write_bytes(saved[0])
     return runs
 
 
@@ -304,7 +318,8 @@ def _compared(collectives: tuple[Collective, ...]) -> tuple[Collective, ...]:
 def _caches(run: ProgramRun) -> str:
     parts = ", ".join(f"{cache} " + " ".join(f"{k} {n}" for k, n in counts.items() if n)
                       for cache, counts in run.outcomes.items() if any(counts.values()))
-    how = "loaded from the caches" if run.hits() else "compiled anew"
+    how = ("run from Dynamo's cache, not traced" if run.traced == 0 else
+           "loaded from the caches" if run.hits() else "compiled anew")
     return f"{how} ({parts or 'no cache lookup'})"
 
 

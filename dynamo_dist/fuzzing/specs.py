@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import itertools
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -145,11 +146,20 @@ class Program:
     line_touches: tuple[tuple[int, frozenset[str]], ...] = ()
     name: str = "f"
 
-    def function(self) -> Callable[..., Any]:
-        """The function, compiled from ``source`` with the ``PRELUDE`` names."""
-        namespace: dict[str, Any] = {}
+    def function(self, module: str | None = None, line: int = 1) -> Callable[..., Any]:
+        """The function, compiled from ``source`` with the ``PRELUDE`` names,
+        starting on ``line``; defined in a fresh module of that name in
+        ``sys.modules`` where ``module`` is given (what torch's precompile
+        needs of a function it saves: a module to find it and its saved
+        globals by, in the process that loads it), else in a plain namespace."""
+        if module is None:
+            namespace: dict[str, Any] = {}
+        else:
+            made = types.ModuleType(module)
+            sys.modules[module] = made
+            namespace = made.__dict__
         exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
-        exec(compile(self.source, f"<fuzz program {self.name}>", "exec"), namespace)
+        exec(compile("\n" * (line - 1) + self.source, f"<fuzz program {self.name}>", "exec"), namespace)
         return namespace[self.name]
 
     def touches(self, fn: Callable[..., Any], *args: Any) -> frozenset[str]:
@@ -252,12 +262,16 @@ class ProcessesExample:
     in state ``compile``, then loaded in a fresh process per state of
     ``loads``. ``d`` is ``DTensor.from_local`` of a ``tensor.shape`` local
     tensor on each rank, on the mesh ``tensor.mesh`` with
-    ``tensor.placements``."""
+    ``tensor.placements``. ``precompile``: torch's precompile
+    (``caching_precompile``) is on in every process, so A saves Dynamo's
+    entries (bytecode and guards) and a loading process whose rebuilt guards
+    pass runs A's code without tracing."""
 
     tensor: DTensorSpec
     programs: tuple[Program, ...]
     compile: ProcessState
     loads: tuple[ProcessState, ...]
+    precompile: bool = False
 
 
 # ---------------------------------------------------------------------------

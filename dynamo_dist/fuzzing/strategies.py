@@ -574,7 +574,9 @@ def processes_examples(draw: Any, max_programs: int = 3, max_loads: int = 2) -> 
     8 ranks, with or without dim names) for a ``DTensor.from_local`` input
     with Shard, Replicate and Partial (sum, avg, max, min) placements;
     compiled in a process in a drawn state, loaded by 1 to ``max_loads``
-    processes in A's state with parts perturbed (see ``ProcessState``)."""
+    processes in A's state with parts perturbed (see ``ProcessState``);
+    half of the examples under torch's precompile (``caching_precompile``
+    in every process: B runs A's saved bytecode where its guards pass)."""
     # Two times in three a mesh of named dims of 2 ranks or more: flattening them means something.
     size = draw(st.sampled_from(PROCESS_MESH_SIZES))
     named = meshes(size, names=True).filter(lambda m: len(m.shape) > 1 and 1 not in m.shape)
@@ -586,4 +588,4 @@ def processes_examples(draw: Any, max_programs: int = 3, max_loads: int = 2) -> 
     programs = tuple(draw(st.lists(program, min_size=1, max_size=max_programs)))
     compile_state = draw(_process_state(mesh))
     loads = tuple(draw(st.lists(_process_state(mesh, compile_state), min_size=1, max_size=max_loads)))
-    return ProcessesExample(tensor, programs, compile_state, loads)
+    return ProcessesExample(tensor, programs, compile_state, loads, precompile=draw(st.booleans()))
