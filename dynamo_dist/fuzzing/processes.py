@@ -164,16 +164,22 @@ def _outcomes() -> dict[str, dict[str, int]]:
     return {**K.outcome_counts(), "dynamo": O.dynamo_cache_counts()}
 
 
-def run_program(program: Any, index: int, tensor: DTensorSpec, mesh: Any, log: Any, on_one_rank: bool) -> ProgramRun:
+def run_program(program: Any, index: int, tensor: DTensorSpec, mesh: Any, log: Any, on_one_rank: bool,
+                workdir: Path) -> ProgramRun:
     """Compile program ``index`` (inductor, ``fullgraph=True``) and call it,
     then call it eagerly; the collectives each ran, from the world's ``log``.
     Each program is defined in a module of its own name, the same in every
     process, starting on a line of its own (torch's precompile keys a
     function by its name and first line, and binds its saved globals in its
-    module).
+    module), from a file of its own in ``workdir`` (as user code is: torch
+    2.11 and 2.12 compile a function without a source file through one
+    shared wrapper frame whose guard on the function ``caching_precompile``
+    drops, so a second such function runs the first's code, stock and
+    plugin alike).
     Under ``compile_on_one_rank``, Dynamo's data-dependent error (a runtime
     rank where Python needs an int) is the known limitation, not a failure."""
-    fn = program.function(module=f"dynamo_dist_fuzz_program_{index}", line=index + 1)
+    module = f"dynamo_dist_fuzz_program_{index}"
+    fn = program.function(module=module, line=index + 1, file=str(workdir / f"{module}.py"))
     before, traced = _outcomes(), O.dynamo_counters()["stats"]["unique_graphs"]
     _, compiled_error = _call(torch.compile(fn, backend="inductor", fullgraph=True),
                               (program_input(tensor, mesh), mesh), {})
@@ -199,7 +205,7 @@ def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, c
         if state.artifacts and not compiling and artifacts.exists():
             K.load_artifacts(artifacts.read_bytes())
         with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):
-            runs = [run_program(program, i, example.tensor, mesh, log, state.one_rank)
+            runs = [run_program(program, i, example.tensor, mesh, log, state.one_rank, workdir)
                     for i, program in enumerate(example.programs)]
         if compiling:
             saved = torch.compiler.save_cache_artifacts()

@@ -146,12 +146,15 @@ class Program:
     line_touches: tuple[tuple[int, frozenset[str]], ...] = ()
     name: str = "f"
 
-    def function(self, module: str | None = None, line: int = 1) -> Callable[..., Any]:
+    def function(self, module: str | None = None, line: int = 1, file: str | None = None) -> Callable[..., Any]:
         """The function, compiled from ``source`` with the ``PRELUDE`` names,
         starting on ``line``; defined in a fresh module of that name in
         ``sys.modules`` where ``module`` is given (what torch's precompile
         needs of a function it saves: a module to find it and its saved
-        globals by, in the process that loads it), else in a plain namespace."""
+        globals by, in the process that loads it), else in a plain namespace.
+        ``file``: a path written with the function's text, its code's file
+        (torch compiles a function with no source file through a shared
+        wrapper frame)."""
         if module is None:
             namespace: dict[str, Any] = {}
         else:
@@ -159,7 +162,11 @@ class Program:
             sys.modules[module] = made
             namespace = made.__dict__
         exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
-        exec(compile("\n" * (line - 1) + self.source, f"<fuzz program {self.name}>", "exec"), namespace)
+        text = "\n" * (line - 1) + self.source
+        if file is not None:
+            with open(file, "w") as out:
+                out.write(text)
+        exec(compile(text, file or f"<fuzz program {self.name}>", "exec"), namespace)
         return namespace[self.name]
 
     def touches(self, fn: Callable[..., Any], *args: Any) -> frozenset[str]:
