@@ -4,6 +4,8 @@ One module per family, plus the shared timing machinery:
 
 - ``compile_time``: trace + compile time of query functions and TP models;
 - ``guard_cost``: per-call overhead of a compiled function over its bare graph;
+- ``guard_cost_loaded``: per-call cost of frames loaded by torch's precompile
+  (``TORCH_CACHING_PRECOMPILE=1``) against the same frames traced, fresh processes;
 - ``recompiles``: compile count and correctness on a workload varying its inputs;
 - ``step_time``: training-step time on real gloo (and NCCL) worlds, against the
   hand-written local-tensor version in ``handwritten``;

@@ -636,7 +636,33 @@ def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], boo
     is ``value``, of the same type."""
     module_name, key, value = description
     module = importlib.import_module(module_name)
-    return lambda override: _same_constant(getattr(module, key) if override is _UNSET_SENTINEL else override, value)
+    unset = _value_without_override(module, key)
+    if unset is _UNSET_SENTINEL:
+        return lambda override: _same_constant(getattr(module, key) if override is _UNSET_SENTINEL else override,
+                                               value)
+    # The config module's answer without an override costs microseconds
+    # (``ConfigModule.__getattr__`` in Python) on every call of the frame;
+    # what it falls back to is fixed when the module is made, so it is
+    # compared once, here. A hidden entry (deleted) still takes the lookup.
+    entry, unset_matches = module._config[key], _same_constant(unset, value)
+    return lambda override: ((unset_matches if not entry.hide else _same_constant(getattr(module, key), value))
+                             if override is _UNSET_SENTINEL else _same_constant(override, value))
+
+
+def _value_without_override(module: Any, key: str) -> Any:
+    """What ``module.key`` answers while the entry has no override, where
+    that answer is fixed for the life of the process: the environment's
+    default, else the declared default, a plain constant (no alias, no
+    forcing environment variable, no justknob). ``_UNSET_SENTINEL`` where
+    it is not (the lookup is then made on every check)."""
+    entry = getattr(module, "_config", {}).get(key)
+    if (entry is None or getattr(entry, "alias", None) is not None or getattr(entry, "justknob", None) is not None
+            or getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL or entry.hide):
+        return _UNSET_SENTINEL
+    value = getattr(entry, "env_value_default", _UNSET_SENTINEL)
+    if value is _UNSET_SENTINEL:
+        value = entry.default
+    return value if type(value) in _CONSTANTS else _UNSET_SENTINEL
 
 
 def _config_module_of(builder: Any, guard: Any) -> Any:

@@ -45,9 +45,21 @@ def spec_check(expected: SpecExpected) -> Callable[[Any], bool]:
     same_mesh = mesh_check(expected.mesh)
     placements, shard_order, dtype = expected.placements, expected.shard_order, expected.dtype
 
+    # The placements tuple that matched last: the same tuple again is equal
+    # (as ``==`` of two tuples takes an identical element as equal), without
+    # a Python ``__eq__`` per placement, which a loaded guard's unpickled
+    # copies would otherwise pay on every call.
+    matched = [placements]
+
     def check(spec: Any) -> bool:
-        return (same_mesh(spec.mesh) and spec.placements == placements and spec.shard_order == shard_order
-                and _dtype(spec) == dtype)
+        if not same_mesh(spec.mesh):
+            return False
+        now = spec.placements
+        if now is not matched[0]:
+            if not now == placements:
+                return False
+            matched[0] = now
+        return spec.shard_order == shard_order and _dtype(spec) == dtype
 
     return check
 

@@ -127,6 +127,37 @@ def test_a_torch_guard_on_a_config_override_is_saved(precompile_caching):
         assert torch.compile(f, backend="inductor")(torch.ones(2)).tolist() == [0.0, 0.0]
 
 
+def test_a_rebuilt_config_check_answers_as_the_config_module(monkeypatch):
+    """The rebuilt check of a saved config-override guard answers as the
+    config module does, with the override unset and set; unset, it compares
+    the entry's fixed fallback (its default here), without the module's
+    lookup (microseconds in Python on every call of a loaded frame)."""
+    from dynamo_dist._compat.dynamo import config_value_check
+
+    module, key = precompile_programs.one_rank_config(), "compile_on_one_rank"
+    entry = module._config[key]
+    checks = {value: config_value_check((module.__name__, key, value)) for value in (False, True)}
+    lookups = []
+    lookup = type(module).__getattr__
+    monkeypatch.setattr(type(module), "__getattr__", lambda self, name: lookups.append(name) or lookup(self, name))
+
+    def answers() -> dict:
+        override = entry.user_override.get()
+        return {value: check(override) for value, check in checks.items()}
+
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    if entry.user_override.get() is not _UNSET_SENTINEL:  # set by an earlier test (a patch leaves it set)
+        monkeypatch.setattr(entry, "user_override", type(entry.user_override)(key, default=_UNSET_SENTINEL))
+    unset = answers()
+    assert lookups == []  # the fallback was compared when the check was built
+    assert unset == {value: lookup(module, key) is value for value in checks}
+    with module.patch(**{key: True}):
+        assert answers() == {False: False, True: True}
+    with module.patch(**{key: False}):
+        assert answers() == {False: True, True: False}
+
+
 class ShardedLater(torch.nn.Module):
     """A module class no module of which is sharded before its saved guard loads."""
 

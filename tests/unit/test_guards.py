@@ -263,6 +263,35 @@ def test_mesh_guard_identity_fast_path_skips_the_fingerprint(world8, monkeypatch
     assert len(calls) == 1 and counter.frame_count == 1
 
 
+def test_loaded_mesh_and_spec_checks_answer_as_the_fingerprint_and_skip_it_for_what_matched(world8, monkeypatch):
+    """The checks a guard saved by torch's precompile is rebuilt as (from
+    unpickled expectations, no live mesh): the first call on a mesh computes
+    its fingerprint; the same mesh, and the same placements tuple, are then
+    matched by identity, until the mesh's root flattens a dim."""
+    import dynamo_dist.guards.mesh as mesh_guard
+    from dynamo_dist.guards.dtensor import spec_check, spec_expected
+
+    mesh = make_mesh((2, 4), ("dp", "tp"))
+    dtensor = _dtensor_on(mesh, [Shard(0), Replicate()])
+    loaded = mesh_guard.mesh_check(pickle.loads(pickle.dumps(mesh_guard.mesh_expected(mesh))))
+    loaded_spec = spec_check(pickle.loads(pickle.dumps(spec_expected(dtensor._spec))))
+    assert loaded(mesh) and loaded_spec(dtensor._spec)
+    lookups = []
+    original = mesh_guard.known_fingerprint
+    monkeypatch.setattr(mesh_guard, "known_fingerprint", lambda *a: lookups.append(a) or original(*a))
+    assert loaded(mesh) and loaded_spec(dtensor._spec)
+    assert lookups == []
+    other = make_mesh((4, 2), ("dp", "tp"))
+    assert not loaded(other) and not loaded_spec(_dtensor_on(other, [Shard(0), Replicate()])._spec)
+    assert not loaded_spec(_dtensor_on(mesh, [Replicate(), Shard(0)])._spec)
+    assert loaded(copy.copy(mesh)) and loaded_spec(_dtensor_on(mesh, [Shard(0), Replicate()])._spec)
+    assert loaded(mesh) and loaded_spec(dtensor._spec)
+    lookups.clear()
+    mesh._flatten("dp_tp")  # the fingerprint holds the flattened meshes: it differs now
+    assert not loaded(mesh) and not loaded_spec(dtensor._spec)
+    assert lookups
+
+
 # -- a DTensor input's spec guard: the same facts as stock's, at a cost
 # independent of the world size ----------------------------------------------
 
