@@ -153,11 +153,15 @@ def test_a_perturbed_process_misses_or_runs_eagers_collectives():
     assert hits["the same state"] == [True, True] and hits["artifacts, the same state"] == [True, True], hits
 
 
-PERTURBATIONS_PRECOMPILED = dataclasses.replace(PERTURBATIONS, precompile=True)
+# Under precompile: A's own state (shared cache, artifacts), and the two
+# perturbations a saved frame's guards must refuse.
+PRECOMPILED = ("the same state", "artifacts, the same state", "another rank", "the planner's switches")
+PERTURBATIONS_PRECOMPILED = dataclasses.replace(PERTURBATIONS, loads=tuple(PERTURBED[name] for name in PRECOMPILED),
+                                                precompile=True)
 
 
 def test_under_precompile_a_perturbed_process_traces_again_or_runs_eagers_collectives():
-    """The same perturbations under torch's precompile: a process in A's own
+    """Perturbations under torch's precompile: a process in A's own
     state runs A's saved bytecode without tracing (so the check sees loaded
     frames); every other one passes its rebuilt guards only where A's code
     runs its own collectives, else traces again."""
@@ -165,11 +169,12 @@ def test_under_precompile_a_perturbed_process_traces_again_or_runs_eagers_collec
     found = [p for who, state, runs in results
              for p in processes.problems(PERTURBATIONS_PRECOMPILED, who, state, runs)]
     assert not found, "\n".join(found)
-    traced = {name: [run.traced for run in runs] for name, (_, _, runs) in zip(PERTURBED, results[1:])}
+    traced = {name: [run.traced for run in runs] for name, (_, _, runs) in zip(PRECOMPILED, results[1:])}
     assert [run.traced for run in results[0][2]] == [1, 1], results[0][2]  # A traced each program
     assert traced["the same state"] == [0, 0] and traced["artifacts, the same state"] == [0, 0], traced
-    # A's frames hold rank 0's coordinate and A's world: another rank traces again.
-    assert traced["another rank"] == [1, 1], traced
+    # A's frames hold rank 0's coordinate: another rank traces again; so does
+    # a process whose planner would plan other collectives.
+    assert traced["another rank"] == [1, 1] and traced["the planner's switches"] == [1, 1], traced
 
 
 def test_a_reproducer_holds_the_example():
