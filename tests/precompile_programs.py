@@ -188,13 +188,15 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
     return result
 
 
-def aot_rank_run(directory: str, save: bool, other_group: bool = False) -> dict:
+def aot_rank_run(directory: str, save: bool, other_group: bool = False, plugin: bool = True) -> dict:
     """A TP MLP's forward through ``aot_compile`` on a 1-D mesh over a group
     of both ranks: ``save`` compiles and saves it (a file per rank),
     otherwise it is loaded and called. ``other_group``: a group made first,
     so the mesh's group has another name than when it was saved. Returns the
-    loss, eager's, and the guard failure the loaded function raised, if any."""
-    dynamo_dist.install()
+    loss, eager's, and the guard failure the loaded function raised, if any.
+    ``plugin``: False runs stock torch."""
+    if plugin:
+        dynamo_dist.install()
     if other_group:
         dist.new_group([0, 1])
     mesh = DeviceMesh.from_group(dist.new_group([0, 1]), "cpu", mesh_dim_names=("tp",))
