@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -173,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                         restart(name, side, args.steps, args.timeout, args.logs, progress))
     print(table(rows))
     if args.json:
+        command = shlex.join(["python", "-m", "devtools.clients.restart", *(sys.argv[1:] if argv is None else argv)])
         with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "command": " ".join(sys.argv), "rows": rows}, f, indent=1)
+            json.dump({"torch": torch.__version__, "command": command, "rows": rows}, f, indent=1)
     return 0
 
 
