@@ -18,7 +18,9 @@ one of torch's own guards reads by position holds fewer entries),
 redistribute planner's switch that stops it merging collectives, set);
 ``only`` names the kinds to run (all by default); ``twins`` runs only two
 functions of one qualified name and first line in two modules (``twin_a``
-then ``twin_b``), which torch's cache keys alike.
+then ``twin_b``), which torch's cache keys alike; ``wrappers`` runs only
+two modules of one class, each compiled through its own ``torch.compile``
+wrapper and taking its own branch of ``forward`` (``dense``, ``moe``).
 """
 
 from __future__ import annotations
@@ -148,6 +150,24 @@ def twins() -> dict:
     return made
 
 
+class Block(torch.nn.Module):
+    """One ``forward``, two variants (as deepseek_v3's dense and MoE blocks)."""
+
+    def __init__(self, moe: bool) -> None:
+        super().__init__()
+        self.moe = moe
+        self.linear = torch.nn.Linear(2, 2).requires_grad_(False)  # inference: the entry is whole at once
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * 2 if self.moe else self.linear(x) + 1
+
+
+def wrappers() -> dict:
+    torch.manual_seed(0)
+    x = torch.ones(2)
+    return {"dense": (Block(False), (x,)), "moe": (Block(True), (x,))}
+
+
 def _equal(a, b) -> bool:
     if isinstance(a, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -156,7 +176,8 @@ def _equal(a, b) -> bool:
 
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
-        scale: int | None = None, no_transform: bool = False, twins: bool = False) -> dict:
+        scale: int | None = None, no_transform: bool = False, twins: bool = False,
+        wrappers: bool = False) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -172,7 +193,8 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
     with fake_world(world, rank=0):
         if shift:
             dist.new_group([world - 2, world - 1])
-        programs = globals()["twins"]() if twins else kinds(world, registered)
+        programs = (globals()["twins"]() if twins else globals()["wrappers"]() if wrappers
+                    else kinds(world, registered))
         if flatten:
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")

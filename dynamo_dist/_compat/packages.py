@@ -176,6 +176,77 @@ def _same_function(package: Any) -> None:
             f"{code.co_firstlineno}), and another function with that key, in {saved.co_filename}, saved it")
 
 
+# Where a package is recorded for saving (``DynamoCache.record_package``,
+# after each frame it traced): torch records it under its key (the
+# function's qualified name and first line) in ``PrecompileContext``, one
+# entry per key, the last recorded winning. Each ``torch.compile`` wrapper
+# has a package of its own, so one function compiled through several
+# wrappers (torchtitan compiles each block of deepseek_v3 on its own: the
+# dense block and the MoE blocks share ``forward``) saves only the variants
+# of the wrapper recorded last, and a restart traces the others again.
+# Recording, the plugin merges the newest entries of every package of the
+# same function recorded since torch last cleared what it records (a
+# wrapper that is gone compiled variants as valid as a live one's) under
+# that key: each code's guarded variants in order of recording, their
+# backends, import aliases and names.
+PACKAGE_RECORD_POINT: tuple[Any, str] = (type(DynamoCache), "record_package")
+_RECORDED: dict[str, dict[int, tuple[Any, Any]]] = {}  # key -> id(package) -> (package, newest entry)
+
+
+def record_merged(original: Any) -> Any:
+    """``DynamoCache.record_package`` that records the package's entry merged
+    with the newest entries of the other packages of the same function
+    (see ``PACKAGE_RECORD_POINT``); torch's own where there is nothing to
+    merge or the entries do not fit together."""
+
+    def record_package(self: Any, package: Any) -> None:
+        key = str(package.source_id)
+        if key not in PrecompileContext._dynamo_cache_entries:  # torch cleared what it recorded: so do we
+            _RECORDED.pop(key, None)
+        original(self, package)
+        recorded = _RECORDED.setdefault(key, {})
+        recorded[id(package)] = (package, package.cache_entry())  # the package held: its id stays its own
+        merged = _merged_entries([entry for _, entry in recorded.values()]) if len(recorded) > 1 else None
+        if merged is not None:
+            PrecompileContext.record_dynamo_cache_entry(cache_entry=merged, key=key)
+
+    record_package.__wrapped__ = original  # type: ignore[attr-defined]
+    return record_package
+
+
+def _merged_entries(entries: list[Any]) -> Any | None:
+    """One entry holding every variant of ``entries`` (entries of one
+    function, each from its own package), or None where they do not fit
+    together (another main code, module or device)."""
+    first = entries[0]
+    main = _without_paths(first.codes[0].python_code)
+    if any(_without_paths(e.codes[0].python_code) != main or e.device_type != first.device_type for e in entries):
+        return None
+    codes: list[Any] = []
+    for entry in entries:
+        for code in entry.codes:
+            same = [c for c in codes if _without_paths(c.python_code) == _without_paths(code.python_code)]
+            if not same:
+                codes.append(dataclasses.replace(
+                    code, function_names=list(code.function_names), guarded_codes=list(code.guarded_codes),
+                    import_sources=dict(code.import_sources), backend_ids=list(code.backend_ids)))
+                continue
+            into = same[0]
+            if (into.python_module, into.install_to_global, into.code_source) != (
+                    code.python_module, code.install_to_global, code.code_source):
+                return None
+            # A package loaded from an entry merged before holds its variants too.
+            into.guarded_codes.extend(g for g in code.guarded_codes if g not in into.guarded_codes)
+            into.backend_ids.extend(b for b in code.backend_ids if b not in into.backend_ids)
+            into.function_names.extend(n for n in code.function_names if n not in into.function_names)
+            into.import_sources.update(code.import_sources)
+            if getattr(into, "bypassed", False) and not getattr(code, "bypassed", False):
+                codes[codes.index(into)] = dataclasses.replace(into, bypassed=False)
+    sources = set().union(*(e.source_info.inlined_sources for e in entries))
+    return dataclasses.replace(first, codes=codes,
+                               source_info=dataclasses.replace(first.source_info, inlined_sources=sources))
+
+
 def _code_module(fn: Any) -> str | None:
     """The name of the module whose globals ``fn``'s code runs with, where it
     is that module's own namespace; else None."""

@@ -317,6 +317,19 @@ def test_a_saved_frame_of_another_function_with_the_same_key_is_traced_again(tmp
 
 @pytest.mark.slow
 @pytest.mark.release
+def test_a_function_compiled_through_two_wrappers_loads_both_variants(tmp_path):
+    """Two modules of one class, each compiled through its own wrapper, each
+    its own variant of ``forward`` (deepseek_v3's dense and MoE blocks under
+    torchtitan): torch records one entry per function, the wrapper recorded
+    last winning, so the next process loaded one variant and traced the
+    other; the plugin saves both."""
+    first = _precompile_run(tmp_path, wrappers=True)
+    assert _traced(first) == {"dense", "moe"}, first
+    assert _traced(_precompile_run(tmp_path, wrappers=True)) == set()
+
+
+@pytest.mark.slow
+@pytest.mark.release
 def test_a_wrapped_frame_returning_a_dict_loads_in_the_next_process(tmp_path):
     """A frame whose code is a ``functools.wraps`` wrapper of another module
     and whose output rebuilds an ``OrderedDict``: the next process loads it
