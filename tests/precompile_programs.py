@@ -26,6 +26,7 @@ wrapper and taking its own branch of ``forward`` (``dense``, ``moe``).
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import os
 import sys
@@ -141,11 +142,19 @@ TWINS = {"twin_a": "def twin(x):\n    return x * 2\n", "twin_b": "def twin(x):\n
 
 
 def twins() -> dict:
+    """The two modules, imported from files in the cache dir (a function
+    with no source file is compiled another way on 2.11 and 2.12)."""
     made = {}
+    directory = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "twins")
+    os.makedirs(directory, exist_ok=True)
     for name, source in TWINS.items():
-        module = type(sys)(f"precompile_{name}")
+        path = os.path.join(directory, f"precompile_{name}.py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(f"precompile_{name}", path)
+        module = importlib.util.module_from_spec(spec)
         sys.modules[module.__name__] = module
-        exec(compile(source, f"<{module.__name__}>", "exec"), module.__dict__)
+        spec.loader.exec_module(module)
         made[name] = (module.twin, (torch.ones(2),))
     return made
 
