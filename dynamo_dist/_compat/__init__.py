@@ -121,6 +121,7 @@ from .dynamo import (  # noqa: F401
     guard_identity,
     GUARD_SERIALIZATION_POINT,
     precompile_caching,
+    precompile_caching_set,
     save_plugin_guards,
     INSTALL_GLOBAL_POINT,
     install_global_unbound,

@@ -452,6 +452,11 @@ def precompile_caching() -> bool:
     return bool(getattr(torch._dynamo.config, "caching_precompile", False))
 
 
+def precompile_caching_set(on: bool) -> Any:
+    """A context manager: ``caching_precompile`` set to ``on`` for the block."""
+    return torch._dynamo.config.patch(caching_precompile=on)
+
+
 def plugin_guard_builder(create_fn: Any) -> bool:
     """A guard built by a function of this package (or a partial of one)."""
     fn = getattr(create_fn, "func", create_fn)

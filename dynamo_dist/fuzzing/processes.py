@@ -48,6 +48,7 @@ from torch.distributed.tensor import DTensor
 
 import dynamo_dist
 
+from .. import _compat as C
 from .. import _hooks
 from .._compat import caches as K
 from .._compat import observe as O
@@ -201,7 +202,7 @@ def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, c
     A's artifacts and cache directory hold Dynamo's entries too."""
     dynamo_dist.install()
     artifacts = workdir / ARTIFACTS_FILE  # none when A's compiles left nothing in the caches
-    with torch._dynamo.config.patch(caching_precompile=example.precompile):
+    with C.precompile_caching_set(example.precompile):
         if state.artifacts and not compiling and artifacts.exists():
             K.load_artifacts(artifacts.read_bytes())
         with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):
