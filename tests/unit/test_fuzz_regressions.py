@@ -208,3 +208,26 @@ COLLECTIVE_ON_A_MESH_WITHOUT_THIS_RANK_ONE_RANK = QueryExample(
 
 def test_collective_on_a_mesh_without_this_rank_under_compile_on_one_rank():
     check_wild(COLLECTIVE_ON_A_MESH_WITHOUT_THIS_RANK_ONE_RANK)
+
+
+# Shrunk from the guards property (2.15.0, seed 4054327298): call B flattens
+# A's mesh in the compiled program; A's graph then no longer fits A's mesh
+# (its flattened meshes are part of the mesh guard), so calling A again
+# compiles anew, where the oracle had expected a cache hit.
+FLATTEN_IN_CALL_B = GuardExample(
+    world_a=World(size=1),
+    inputs_a=QueryInputs(mesh=MeshArg(spec=MeshSpec(shape=(1, 1), names=("dp", "tp"))),
+                         placements=(Shard(0), Replicate()), group=GroupArg()),
+    world_b=World(size=1),
+    inputs_b=QueryInputs(mesh=MeshArg(spec=MeshSpec(shape=(1, 1), names=("dp", "tp"))),
+                         placements=(Replicate(), Replicate()), group=GroupArg()),
+    program=Program(source=(
+        "def f(x, mesh, ps, pg):\n    x = x + 1\n    if ps[0].is_replicate():\n"
+        "        v0 = mesh['dp']._flatten('f_dp').get_all_groups()\n    else:\n        v0 = Shard(0)\n"
+        "        x = x * 1\n    v1 = mesh.ndim\n    return x, (v0, v1)\n"),
+        line_touches=((3, frozenset(["ps", "ps[0]"])), (4, frozenset(["mesh"])), (8, frozenset(["mesh"])))),
+)
+
+
+def test_a_program_that_flattens_the_mesh_in_call_b_may_recompile_call_a():
+    check_guards(FLATTEN_IN_CALL_B)
