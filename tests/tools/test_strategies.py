@@ -122,7 +122,9 @@ def test_good_arguments_draw_what_the_docstrings_say():
     S.query_examples("escapes", World(4, 1))
     S.dtensor_examples(World(2, 1), ops=("sum",), strided=False)
     assert find(S.meshes(16, max_ndim=4), lambda m: m.ndim == 4).ndim == 4
-    assert find(S.dtensor_examples(backward=True), lambda e: True).backward
+    # backward applies to floating dtypes only (an integer example has no gradient)
+    assert find(S.dtensor_examples(backward=True), lambda e: e.spec.dtype.is_floating_point).backward
+    assert not find(S.dtensor_examples(backward=True), lambda e: not e.spec.dtype.is_floating_point).backward
     assert find(S.collectives_examples((16,)), lambda e: e.spec.mesh.ndim == 4).world.size == 16
 
 
