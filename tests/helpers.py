@@ -117,3 +117,19 @@ def keeps_name(fn: Any) -> Any:
         return fn(*args, **kwargs)
 
     return wrapped
+
+
+def torchtitan_marks() -> list:
+    """The marks of a module that trains torchtitan: skipped without it or
+    on a torch it does not support; slow."""
+    import pytest
+
+    from devtools.clients import missing
+
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return [
+        pytest.mark.skipif(bool(missing("torchtitan")), reason="torchtitan is not installed "
+                           "(pip install 'dynamo-dist[clients]')"),
+        pytest.mark.skipif(version < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
+        pytest.mark.slow,
+    ]

@@ -14,20 +14,12 @@ too."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from devtools import PLUGIN
-from devtools.clients import missing
 from devtools.clients.restart import restart
+from helpers import torchtitan_marks
 
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-
-pytestmark = [
-    pytest.mark.skipif(bool(missing("torchtitan")), reason="torchtitan is not installed "
-                       "(pip install 'dynamo-dist[clients]')"),
-    pytest.mark.skipif(TORCH < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
-    pytest.mark.slow,
-]
+pytestmark = torchtitan_marks()
 
 ROW = "torchtitan TP=2, partial_dtensor, no AC"
 STEPS = 2  # the second step runs on weights the first step's optimizer updated

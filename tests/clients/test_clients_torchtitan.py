@@ -25,20 +25,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from devtools.clients import TitanCase, missing
+from devtools.clients import TitanCase
 from devtools.clients.cases import PARALLELISMS, SPMD_BACKENDS, CPCase, MoECase, SimpleFSDPCase
 from devtools.clients.runs import RunResult, failures_against_stock
 from dynamo_dist.testing import run_in_world
+from helpers import torchtitan_marks
 from rank_programs import torchtitan_world
 
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-
-pytestmark = [
-    pytest.mark.skipif(bool(missing("torchtitan")), reason="torchtitan is not installed "
-                       "(pip install 'dynamo-dist[clients]')"),
-    pytest.mark.skipif(TORCH < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
-    pytest.mark.slow,
-]
+pytestmark = torchtitan_marks()
 
 STEPS = 3
 LOSS_TOL = GRAD_TOL = 1e-5  # float32 parameters, aot_eager: the same aten ops as eager
