@@ -119,6 +119,10 @@ def keeps_name(fn: Any) -> Any:
     return wrapped
 
 
+# The running torch's (major, minor).
+TORCH_RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
 def torchtitan_marks() -> list:
     """The marks of a module that trains torchtitan: skipped without it or
     on a torch it does not support; slow."""
@@ -126,10 +130,9 @@ def torchtitan_marks() -> list:
 
     from devtools.clients import missing
 
-    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     return [
         pytest.mark.skipif(bool(missing("torchtitan")), reason="torchtitan is not installed "
                            "(pip install 'dynamo-dist[clients]')"),
-        pytest.mark.skipif(version < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
+        pytest.mark.skipif(TORCH_RELEASE < (2, 14), reason="torchtitan 0.3.0 needs torch >= 2.14"),
         pytest.mark.slow,
     ]

@@ -17,8 +17,12 @@ it resolves to, read through ``ResolvedCollectiveSource``:
 
 A DTensor whose local tensor is an ACT is resolved the same way, rebuilt
 around the resolved local tensor; only when it does not require grad (a
-rebuilt DTensor is a new autograd leaf). Everything here is inert unless
-``NEEDS_BACKPORT`` (the running torch has no ``UnwrapCollectiveTensorSource``).
+rebuilt DTensor is a new autograd leaf). An ACT that requires grad (the
+local tensor of an ``async_op=True`` redistribute, ``to_local()``) is
+resolved through ``wait_keeping_grad``, so its gradient reaches the ACT's
+own autograd graph, as eager's does. Everything here but
+``wait_keeping_grad`` is inert unless ``NEEDS_BACKPORT`` (the running torch
+has no ``UnwrapCollectiveTensorSource``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,30 @@ NEEDS_BACKPORT = (not hasattr(_dynamo_source, "UnwrapCollectiveTensorSource")
 GUARD_FN_NAME = "___dynamo_dist_unwrap_collective"
 
 
+class _WaitKeepingGrad(torch.autograd.Function):
+    """An ACT's resolved tensor as an autograd op on the ACT: the wait is
+    not differentiated (the gradient passes through, as through eager's ops
+    on an ACT, which wait inside their dispatch)."""
+
+    @staticmethod
+    def forward(ctx: Any, act: Any) -> Any:
+        return act.trigger_wait()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad
+
+
+def wait_keeping_grad(act: Any) -> Any:
+    """``act.trigger_wait()``, with the result on the ACT's autograd graph
+    when the ACT requires grad and grad mode is on (``trigger_wait`` returns
+    the inner tensor, which autograd never saw: a compiled function's output
+    then requires no grad and the backward never reaches the ACT's inputs)."""
+    if act.requires_grad and torch.is_grad_enabled():
+        return _WaitKeepingGrad.apply(act)
+    return act.trigger_wait()
+
+
 def _rebuilt(x: DTensor, local: torch.Tensor) -> DTensor:
     return DTensor(local, x._spec, requires_grad=False)
 
@@ -59,7 +87,8 @@ def unwrap_for_guards(x: Any) -> Any:
     """What guards check: an ACT's inner tensor, a DTensor with an ACT local
     rebuilt around that inner tensor; anything else unchanged. Never waits."""
     if type(x) is AsyncCollectiveTensor:
-        return x.elem
+        # An ACT that requires grad is traced as an input that requires grad.
+        return x.elem.detach().requires_grad_() if x.requires_grad else x.elem
     if type(x) is DTensor and type(x._local_tensor) is AsyncCollectiveTensor:
         return _rebuilt(x, x._local_tensor.elem)
     return x
@@ -67,7 +96,7 @@ def unwrap_for_guards(x: Any) -> Any:
 
 def _wait_for_graph(x: Any) -> Any:
     if type(x) is AsyncCollectiveTensor:
-        return x.trigger_wait()
+        return wait_keeping_grad(x)
     if type(x) is DTensor and type(x._local_tensor) is AsyncCollectiveTensor:
         return _rebuilt(x, x._local_tensor.trigger_wait())
     return x

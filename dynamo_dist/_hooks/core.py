@@ -62,8 +62,14 @@ each release come from ``_compat``):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
-  inputs (``gen_alias_from_base``) and, on 2.12 / 2.13, where a checkpointed
-  random op's RNG state is saved (``functionalize_rng_ops``); on 2.12+,
+  inputs (``gen_alias_from_base``); on 2.12 / 2.13, where a checkpointed
+  random op's RNG state is saved (``functionalize_rng_ops``); a DTensor
+  output's mesh that the joint trace took from its tangent
+  (``_partition_joint_graph_into_fw_bw``, 2.12+) and a tracked object stowed
+  as a graph constant (``PythonKeyTracer.create_arg``); an
+  ``AsyncCollectiveTensor`` input that requires grad
+  (``_resolve_input_async_collectives`` on 2.14+, ``process_inputs`` on
+  2.12 / 2.13); a bare symbol's first graph value (``set_proxy_slot``); on 2.12+,
   ``DTensor.__tensor_unflatten__`` rebuilds a sharded view's spec as it was
   flattened (``C.dtensor_unflatten``: a ``_StridedShard`` whose shard order
   is set), so such a DTensor can leave and enter a compiled graph.
@@ -91,7 +97,7 @@ import threading
 from typing import Any
 
 from .. import _compat as C
-from ..aot import alias, rng_states
+from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
 from ..variables import dtensor, identity
@@ -260,6 +266,19 @@ def _aot_patches(p: Patches) -> None:
     if C.aot.RNG_STATES_HOOK_POINT is not None:
         owner, name = C.aot.RNG_STATES_HOOK_POINT
         p.set(owner, name, rng_states.rng_states_before_saved_objects(getattr(owner, name)))
+    if C.aot.PARTITION_POINT is not None:
+        owner, name = C.aot.PARTITION_POINT
+        p.set(owner, name, object_constants.forward_objects_not_from_tangents(getattr(owner, name)))
+    if C.aot.ACT_INPUT_RESOLVE_POINT is not None:
+        owner, name = C.aot.ACT_INPUT_RESOLVE_POINT
+        p.set(owner, name, collective_inputs.resolve_keeping_grad(getattr(owner, name)))
+    if C.aot.ACT_INPUT_INDICES_POINT is not None:
+        owner, name = C.aot.ACT_INPUT_INDICES_POINT
+        p.set(owner, name, collective_inputs.inputs_resolved_keeping_grad(getattr(owner, name)))
+    owner, name = C.aot.PROXY_SLOT_POINT
+    p.set(owner, name, symbol_proxies.first_symbol_proxy_wins(getattr(owner, name)))
+    owner, name = C.aot.CREATE_ARG_POINT
+    p.set(owner, name, object_constants.real_object_constants(owner.__dict__[name]))
     if C.AOT_CODEGEN_HOOK_POINT is not None:
         owner, name = C.AOT_CODEGEN_HOOK_POINT
         p.set(owner, name, _runtime_only_generated(getattr(owner, name)))

@@ -1,0 +1,153 @@
+"""DTensors made in a graph from plain tensors and returned, and the other
+programs users write whose gradients AOTAutograd used to lose or never reach.
+
+- ``DTensor.from_local(x, mesh, ...)`` on a plain tensor that requires grad,
+  returned: with the plugin (the mesh folded, no graph input) AOTAutograd's
+  partitioner refused the graph ("Node tangents_2 was invalid, but is
+  output"); stock compiles it. Every graph that ends just after a
+  tensor-parallel input hook on an activation that requires grad meets it.
+- The same output when nothing requires grad: its ``device_mesh`` was the
+  fake wrapper the graph was traced with, and inductor's FX-graph cache could
+  not save the graph. Stock returns the mesh itself.
+- A tensor-parallel MLP with a dynamic size, forward and backward: a
+  ``RecursionError`` in AOTAutograd's joint trace (stock 2.13-2.15 alike).
+- An ``AsyncCollectiveTensor`` input that requires grad: the compiled output
+  required no grad and the backward never reached the leaf (stock 2.12-2.15
+  alike, silently).
+
+Fake 2-rank world: ``from_local`` and its backward move no data here, so
+values and gradients are compared; the collectives' values are the gloo
+tests' part (``tests/spawned/test_user_programs.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+import dynamo_dist
+from dynamo_dist import _compat
+from dynamo_dist._compat import observe as O
+from dynamo_dist.testing import fake_world, make_mesh
+
+from helpers import TORCH_RELEASE
+
+pytestmark = pytest.mark.release
+
+
+@pytest.fixture
+def mesh(plugin, tmp_path, monkeypatch):
+    """A 1-D mesh of a fresh fake world, with fresh compile caches and no
+    sharding answers remembered from an earlier world's equal mesh."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    _compat.distributed.clear_sharding_propagation_cache()
+    with fake_world(2, 0):
+        yield make_mesh((2,))
+
+
+def _from_local_cases(mesh):
+    return {
+        "Replicate": lambda x: DTensor.from_local(x, mesh, [Replicate()]),
+        "Shard(0)": lambda x: DTensor.from_local(x, mesh, [Shard(0)]),
+        "Replicate, then * 2": lambda x: DTensor.from_local(x, mesh, [Replicate()]) * 2,
+    }
+
+
+@pytest.mark.parametrize("case", ["Replicate", "Shard(0)", "Replicate, then * 2"])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_from_local_of_a_tensor_that_requires_grad_returned_compiles_like_eager(mesh, case, backend):
+    fn = _from_local_cases(mesh)[case]
+    x = torch.randn(4, 4, requires_grad=True)
+    want = fn(x)
+    want.to_local().pow(2).sum().backward()
+    want_grad, x.grad = x.grad, None
+    got = torch.compile(fn, backend=backend, fullgraph=True)(x)
+    assert isinstance(got, DTensor) and got.requires_grad
+    assert got.placements == want.placements and type(got.device_mesh) is DeviceMesh and got.device_mesh == mesh
+    torch.testing.assert_close(got.to_local(), want.to_local())
+    got.to_local().pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, want_grad)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_dtensor_made_in_the_graph_and_returned_holds_the_mesh_itself(mesh, requires_grad, backend):
+    fn = _from_local_cases(mesh)["Replicate"]
+    got = torch.compile(fn, backend=backend, fullgraph=True)(torch.randn(4, 4, requires_grad=requires_grad))
+    assert type(got.device_mesh) is DeviceMesh and got.device_mesh is mesh
+    # DTensor code on it runs as on eager's output.
+    assert got.redistribute(mesh, [Shard(0)]).placements == (Shard(0),)
+
+
+def test_a_graph_returning_a_dtensor_made_inside_is_saved_in_the_fx_graph_cache(mesh):
+    fn = _from_local_cases(mesh)["Replicate, then * 2"]
+    x = torch.randn(4, 4)
+    before = _compat.caches.outcome_counts()["fx_graph"]
+    torch.compile(fn, backend="inductor", fullgraph=True)(x)
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="inductor", fullgraph=True)(x)
+    after = _compat.caches.outcome_counts()["fx_graph"]
+    assert after["miss"] - before["miss"] == 1 and after["hit"] - before["hit"] == 1, (before, after)
+    assert type(got.device_mesh) is DeviceMesh and got.device_mesh == mesh
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+
+@pytest.mark.parametrize("how", ["automatic", "mark_dynamic", "dynamic=True"])
+def test_a_tp_mlp_with_a_dynamic_sequence_length_compiles_forward_and_backward(mesh, how):
+    torch.manual_seed(0)
+    model = parallelize_module(MLP(), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    counter = O.compile_counter("aot_eager")
+    compiled = torch.compile(model, backend=counter, dynamic=True if how == "dynamic=True" else None)
+    for seq in (8, 12, 16, 20):
+        x = torch.randn(2, seq, 16)
+        if how == "mark_dynamic":
+            torch._dynamo.mark_dynamic(x, 1)
+        compiled(x).sum().backward()
+        assert all(p.grad is not None for p in model.parameters())
+        model.zero_grad()
+    # The static-to-dynamic step recompiles once with automatic dynamic shapes; nothing after.
+    assert counter.frame_count == (2 if how == "automatic" else 1)
+
+
+def test_an_async_collective_input_that_requires_grad_keeps_its_gradient(mesh):
+    x = torch.randn(4, 4, requires_grad=True)
+
+    def make():
+        d = DTensor.from_local(x, mesh, [Shard(0)], run_check=False)
+        return d.redistribute(mesh, [Replicate()], async_op=True).to_local()
+
+    def fn(t):
+        return t.sin().sin()
+
+    t = make()
+    assert type(t).__name__ == "AsyncCollectiveTensor" and t.requires_grad
+    out = torch.compile(fn, backend="aot_eager", fullgraph=True)(t)
+    assert out.requires_grad, "the compiled output lost the input's gradient"
+    out.sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+def test_stock_loses_the_gradient_of_an_async_collective_input_where_it_resolves_them():
+    """Stock's fault, asserted so the docs may state it: 2.12+ resolve the
+    input before tracing and drop its gradient (2.11 does not resolve it)."""
+    dynamo_dist.uninstall()
+    with fake_world(2, 0):
+        mesh = make_mesh((2,))
+        x = torch.randn(4, 4, requires_grad=True)
+        t = DTensor.from_local(x, mesh, [Shard(0)], run_check=False).redistribute(
+            mesh, [Replicate()], async_op=True).to_local()
+        out = torch.compile(lambda t: t.sin(), backend="aot_eager", fullgraph=True)(t)
+    resolves = TORCH_RELEASE >= (2, 12)
+    assert out.requires_grad is (not resolves)
