@@ -57,6 +57,7 @@ from .oracle import data_dependent as _data_dependent
 from .oracle import one_rank as _one_rank
 from .specs import (  # noqa: F401
     CollectivesExample,
+    Touches,
     DTensorExample,
     GuardExample,
     ProcessesExample,
@@ -116,7 +117,8 @@ def check_wild(example: QueryExample) -> None:
 # guards
 
 
-def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str]) -> dict[str, Any]:
+def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str],
+                items: frozenset[int] | None = None) -> dict[str, Any]:
     """What a trace that read ``touches`` folded, per input.
 
     The plugin folds whole objects, so a "folded answer" is the value of each
@@ -129,8 +131,10 @@ def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str]) -> 
     - a process group argument, and the default group behind
       ``dist.get_rank()``/``dist.group.WORLD``: the object itself;
     - the placements tuple: its length once read, and the value (type and
-      fields) of each placement whose value was read; where ``is`` compared
-      two of them, which are the same object.
+      fields) of each placement whose value was read (of those, only the
+      positions in ``items`` where given: the items the run did read, where a
+      line that iterates ``ps`` may stop early); where ``is`` compared two of
+      them, which are the same object.
 
     An input object returned as it came in counts as read: Dynamo wraps
     every value it handles and the plugin guards what it wraps (an
@@ -147,7 +151,7 @@ def folded_keys(objects: WorldObjects, args: tuple, touches: frozenset[str]) -> 
     if "ps" in touches or "ps[*]" in touches:
         keys["len(ps)"] = len(ps)
     for i, p in enumerate(ps):
-        if "ps[*]" in touches or f"ps[{i}]" in touches:
+        if ("ps[*]" in touches or f"ps[{i}]" in touches) and (items is None or i in items):
             keys[f"ps[{i}]"] = placement_key(p)
     if "ps[is]" in touches:  # ``ps[i] is ps[j]``: which placements are one object
         keys["ps[is]"] = tuple(next(j for j, q in enumerate(ps) if q is p) for p in ps)
@@ -184,10 +188,13 @@ def _flatten_states(args: tuple) -> tuple:
 def check_guards(example: GuardExample) -> None:
     """Compile with inputs A, then call with inputs B (and A again).
 
-    Every answer equals eager's; the frame count rises on the B call exactly
-    when ``folded_keys`` of A and B differ (over what A's run read), and the
-    second A call reuses A's graph. A call that raises in eager must raise
-    the same exception compiled (its frame count is not checked).
+    Every answer equals eager's; the B call compiles one frame when a key
+    A's run read differs between A and B (``folded_keys`` over the items of
+    ``ps`` A's run did read), none when no key of the lines it executed
+    differs, and either where only an item of ``ps`` those lines touch but the
+    run did not read differs (a compiled ``any`` over ``ps`` may read on). The
+    second A call reuses A's graph. A call that raises in eager must raise the
+    same exception compiled (its frame count is not checked).
     """
 
     fn = example.program.function()
@@ -207,7 +214,7 @@ def check_guards(example: GuardExample) -> None:
                 _expect_like_eager("call A", None, e, got, exc)
                 return
             want_a = fn(*args_a)
-            keys_a = folded_keys(wa, args_a, touches)
+            keys_a = _keys_read_and_touched(wa, args_a, touches)
             got, exc = _call(compiled, args_a, {})
             _expect_like_eager("call A", want_a, None, got, exc)
             if counter.frame_count != 1:
@@ -229,23 +236,31 @@ def check_guards(example: GuardExample) -> None:
     O.reset_dynamo()
 
 
+def _keys_read_and_touched(objects: WorldObjects, args: tuple, touches: Touches) -> tuple[dict, dict]:
+    """``folded_keys`` over the items of ``ps`` the run read, and over every
+    item its lines touch."""
+    return folded_keys(objects, args, touches.lines, touches.items), folded_keys(objects, args, touches.lines)
+
+
 def _check_call_b(example: GuardExample, fn: Callable[..., Any], compiled: Callable[..., Any], counter: Any,
-                  objects: WorldObjects, keys_a: dict[str, Any], touches: frozenset[str]) -> None:
+                  objects: WorldObjects, keys_a: tuple[dict, dict], touches: Touches) -> None:
     args_b = objects.query_args(example.inputs_b)
     want, want_exc = _call(fn, args_b, {})
-    keys_b = folded_keys(objects, args_b, touches)
+    keys_b = _keys_read_and_touched(objects, args_b, touches)
     frames = counter.frame_count
     got, got_exc = _call(compiled, args_b, {})
     _expect_like_eager("call B", want, want_exc, got, got_exc)
     if want_exc is not None:
         return
-    changed = sorted(k for k in keys_a.keys() | keys_b.keys() if keys_a.get(k) != keys_b.get(k))
+    read, touched = (sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)) for a, b in zip(keys_a, keys_b))
     recompiled = counter.frame_count - frames
-    if changed and recompiled != 1:
-        raise AssertionError(f"call B: folded {changed} changed but {recompiled} frames were compiled "
-                             f"(A: {[keys_a.get(k) for k in changed]}, B: {[keys_b.get(k) for k in changed]})")
-    if not changed and recompiled:
-        raise AssertionError(f"call B: recompiled although every folded answer is the same ({sorted(keys_a)})")
+    if read and recompiled != 1:
+        raise AssertionError(f"call B: folded {read} changed but {recompiled} frames were compiled "
+                             f"(A: {[keys_a[0].get(k) for k in read]}, B: {[keys_b[0].get(k) for k in read]})")
+    if not touched and recompiled:
+        raise AssertionError(f"call B: recompiled although every folded answer is the same ({sorted(keys_a[1])})")
+    if recompiled > 1:
+        raise AssertionError(f"call B: {recompiled} frames compiled, at most one expected")
 
 
 # ---------------------------------------------------------------------------

@@ -169,8 +169,9 @@ class Program:
         exec(compile(text, file or f"<fuzz program {self.name}>", "exec"), namespace)
         return namespace[self.name]
 
-    def touches(self, fn: Callable[..., Any], *args: Any) -> frozenset[str]:
-        """Run ``fn(*args)`` eagerly and return what the executed lines read
+    def touches(self, fn: Callable[..., Any], *args: Any) -> Touches:
+        """Run ``fn(*args)`` eagerly: what the executed lines read, and which
+        items of the placements argument ``ps`` (``args[2]``) the run read
         (``fn`` must be this program's function). Raises what ``fn`` raises."""
         executed: set[int] = set()
         code = fn.__code__
@@ -182,6 +183,9 @@ class Program:
                 return tracer
             return None
 
+        args = list(args)
+        recorded = ReadRecordingTuple(args[2])
+        args[2] = recorded
         old = sys.gettrace()
         sys.settrace(tracer)
         try:
@@ -189,7 +193,94 @@ class Program:
         finally:
             sys.settrace(old)
         table = dict(self.line_touches)
-        return frozenset(itertools.chain.from_iterable(table.get(n, ()) for n in executed))
+        lines = frozenset(itertools.chain.from_iterable(table.get(n, ()) for n in executed))
+        return Touches(lines, frozenset(recorded.read))
+
+
+@dataclass(frozen=True)
+class Touches:
+    """What a run of a program read: ``lines``, the inputs of every line it
+    executed (``Program.line_touches``: a line that iterates ``ps`` touches
+    every item), and ``items``, the positions of the items of ``ps`` it did
+    read (``any(p.is_partial() for p in ps)`` stops at the first partial)."""
+
+    lines: frozenset[str]
+    items: frozenset[int]
+
+
+class ReadRecordingTuple(tuple):
+    """A tuple that records which of its items the code running on it reads:
+    by index, by iteration (as far as it goes), by search (``in``, ``count``,
+    ``index``) and whole (``hash``, comparisons, ``repr``, concatenation)."""
+
+    read: set[int]
+
+    def __new__(cls, items: Any) -> ReadRecordingTuple:
+        made = super().__new__(cls, items)
+        made.read = set()
+        return made
+
+    def _whole(self) -> tuple:
+        self.read.update(range(len(self)))
+        return tuple(tuple.__iter__(self))
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            self.read.update(range(len(self))[i])
+        elif -len(self) <= i < len(self):
+            self.read.add(i % len(self))
+        return tuple.__getitem__(self, i)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            self.read.add(i)
+            yield tuple.__getitem__(self, i)
+
+    def __reversed__(self) -> Iterator[Any]:
+        for i in reversed(range(len(self))):
+            self.read.add(i)
+            yield tuple.__getitem__(self, i)
+
+    def __contains__(self, value: Any) -> bool:
+        return any(p is value or p == value for p in self)
+
+    def count(self, value: Any) -> int:
+        return sum(1 for p in self if p is value or p == value)
+
+    def index(self, value: Any, *bounds: Any) -> int:
+        return self._whole().index(value, *bounds)
+
+    def __hash__(self) -> int:
+        return hash(self._whole())
+
+    def __eq__(self, other: Any) -> bool:
+        return self._whole() == other
+
+    def __ne__(self, other: Any) -> bool:
+        return self._whole() != other
+
+    def __lt__(self, other: Any) -> bool:
+        return self._whole() < other
+
+    def __le__(self, other: Any) -> bool:
+        return self._whole() <= other
+
+    def __gt__(self, other: Any) -> bool:
+        return self._whole() > other
+
+    def __ge__(self, other: Any) -> bool:
+        return self._whole() >= other
+
+    def __add__(self, other: Any) -> tuple:
+        return self._whole() + other
+
+    def __mul__(self, n: Any) -> tuple:
+        return self._whole() * n
+
+    def __repr__(self) -> str:
+        return repr(self._whole())
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)

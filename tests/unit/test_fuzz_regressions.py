@@ -231,3 +231,41 @@ FLATTEN_IN_CALL_B = GuardExample(
 
 def test_a_program_that_flattens_the_mesh_in_call_b_may_recompile_call_a():
     check_guards(FLATTEN_IN_CALL_B)
+
+
+# The `guards` oracle itself (seed 606128, torch 2.15.0): in
+# `any(p.is_partial() for p in ps)` with ps = (Partial(), TaggedShard(0, tag)),
+# `any` stops at ps[0], so ps[1] (whose tag differs between calls A and B) is
+# never read and no recompile is right; the oracle counted every item of `ps`
+# on that line as folded and demanded one. Fixed: a run records the items of
+# `ps` it reads (specs.ReadRecordingTuple); a recompile is required when one
+# of those differs, and allowed when only an item the line touches differs.
+_ANY = [("v1 = any(p.is_partial() for p in ps)", {"ps", "ps[*]"}), ("return x, (v1,)", ())]
+SHORT_CIRCUIT = [
+    guard(World(1, 0), QueryInputs(_MESH, (Partial(), TaggedShard(0, tag=0)), GroupArg()),
+          QueryInputs(_MESH, (Partial(), TaggedShard(0, tag=1)), GroupArg()), _ANY),
+    # ps[0] read and changed: the recompile is still required.
+    guard(World(1, 0), QueryInputs(_MESH, (Partial(), TaggedShard(0, tag=0)), GroupArg()),
+          QueryInputs(_MESH, (Replicate(), Partial()), GroupArg()), _ANY),
+]
+
+
+@pytest.mark.parametrize("example", SHORT_CIRCUIT, ids=["unread item changed", "read item changed"])
+def test_the_guards_oracle_judges_the_items_a_run_read(example):
+    check_guards(example)
+
+
+def test_a_run_records_the_items_of_ps_it_reads():
+    from dynamo_dist.fuzzing.specs import Program
+
+    def run(body, ps):
+        program = Program(f"def f(x, mesh, ps, pg):\n    return {body}\n", ((2, frozenset({"ps", "ps[*]"})),))
+        return program.touches(program.function(), None, None, ps, None).items
+
+    ps = (Partial(), Shard(0), Replicate())
+    assert run("any(p.is_partial() for p in ps)", ps) == {0}
+    assert run("all(p.is_partial() for p in ps)", ps) == {0, 1}
+    assert run("Shard(0) in ps", ps) == {0, 1}
+    assert run("ps[-1]", ps) == {2}
+    assert run("len(ps)", ps) == set()
+    assert run("hash(ps)", ps) == run("ps.count(Replicate())", ps) == run("sorted(str(p) for p in ps)", ps) == {0, 1, 2}
