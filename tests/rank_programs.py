@@ -87,12 +87,13 @@ def stale_plan_values(plugin, small, big):
     return same, steps
 
 
-def changing_lengths(model_name, shapes):
+def changing_lengths(model_name, shapes, modes=("automatic", "mark_dynamic", "dynamic=True")):
     """With the plugin, train-step a tensor/sequence-parallel model (compiled
-    forward, eager backward) on inputs of changing (batch, seq_len), once with
-    automatic dynamic shapes and once with batch and sequence marked dynamic.
-    Returns {mark_dynamic: (frames compiled, largest |compiled - eager| over
-    outputs and gradients)}."""
+    forward, eager backward) on inputs of changing (batch, seq_len): with
+    automatic dynamic shapes ("automatic"), with batch and sequence marked
+    dynamic ("mark_dynamic") and compiled with ``dynamic=True``, as ``modes``
+    lists. Returns {how: (frames compiled, largest |compiled - eager| over outputs and
+    gradients)}."""
     import dynamo_dist
     from dynamo_dist._compat import observe as O
     from dynamo_dist.demo.models import SIZES, build_model, local_input
@@ -102,12 +103,13 @@ def changing_lengths(model_name, shapes):
     mesh = make_mesh((dist.get_world_size(),), ("tp",))
     config = SIZES["tiny"]
     found = {}
-    for mark_dynamic in (False, True):
+    for how in modes:
+        mark_dynamic = how == "mark_dynamic"
         O.reset_dynamo()
         eager = build_model(model_name, config, mesh=mesh)
         model = build_model(model_name, config, mesh=mesh)
         counter = O.compile_counter("aot_eager")
-        compiled = torch.compile(model, backend=counter)
+        compiled = torch.compile(model, backend=counter, dynamic=True if how == "dynamic=True" else None)
         worst = 0.0
         for batch, seq in shapes:
             full = torch.randn(batch, seq, config.dim, generator=torch.Generator().manual_seed(seq))
@@ -126,7 +128,7 @@ def changing_lengths(model_name, shapes):
                 ge, gc = (g.full_tensor() if hasattr(g, "full_tensor") else g for g in (pe.grad, pc.grad))
                 worst = max(worst, (ge - gc).abs().max().item())
                 pe.grad = pc.grad = None
-        found[mark_dynamic] = (counter.frame_count, worst)
+        found[how] = (counter.frame_count, worst)
     dynamo_dist.uninstall()
     return found
 
@@ -176,3 +178,94 @@ def torchtitan_world(cases, steps, eager_only):
     RunResults of this rank."""
     return (run_driver("torchtitan", "run_cases", cases, steps)
             + run_driver("torchtitan", "run_cases", eager_only, 1, ("eager",)))
+
+
+def programs_users_write():
+    """With the plugin, on this rank: DTensors made from plain tensors that
+    require grad and returned, ``loss_parallel`` and ``implicit_replication``
+    entered inside the compiled function, an ``AsyncCollectiveTensor`` input
+    that requires grad. Each compiled (aot_eager) and run eagerly; returns
+    {program: largest |compiled - eager| over its result and the gradient of
+    its input, or the error compiled raised}."""
+    import dynamo_dist
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.testing import make_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor.experimental import implicit_replication
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    dynamo_dist.install()
+    mesh = make_mesh((dist.get_world_size(),))
+    rank = dist.get_rank()
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(8, 8 * mesh.size(), generator=gen)
+    target = torch.randint(0, 8 * mesh.size(), (8,), generator=gen)
+    wide = torch.randn(4 * mesh.size(), 4, generator=gen)
+
+    def local(x):
+        return x.to_local() if isinstance(x, DTensor) else x
+
+    def loss_inside(x):
+        with loss_parallel():
+            loss = torch.nn.functional.cross_entropy(DTensor.from_local(x, mesh, [Shard(1)]), target)
+            loss.backward()
+        return loss.detach()
+
+    def loss_returned(x):
+        with loss_parallel():
+            return torch.nn.functional.cross_entropy(DTensor.from_local(x, mesh, [Shard(1)]), target)
+
+    def implicit(x):
+        with implicit_replication():
+            return (DTensor.from_local(x, mesh, [Shard(0)]) * wide + 1).to_local()
+
+    def async_input(t):
+        return t.sin().sin()
+
+    def async_collective(x):
+        return DTensor.from_local(x, mesh, [Shard(0)]).redistribute(mesh, [Replicate()], async_op=True).to_local()
+
+    shard = logits.chunk(mesh.size(), 1)[rank]
+    programs = {  # name -> (function, its input, how its input is made from the leaf, backward's mode)
+        "from_local Replicate, returned": (lambda x: DTensor.from_local(x, mesh, [Replicate()]), None, None),
+        "from_local Shard(0), returned": (lambda x: DTensor.from_local(x, mesh, [Shard(0)]), None, None),
+        "from_local, then * 2, returned": (lambda x: DTensor.from_local(x, mesh, [Replicate()]) * 2, None, None),
+        "loss_parallel inside, backward inside": (loss_inside, shard, None),
+        "loss_parallel inside, backward outside": (loss_returned, shard, loss_parallel),
+        "implicit_replication inside": (implicit, None, implicit_replication),
+        "AsyncCollectiveTensor input that requires grad": (async_input, None, async_collective),
+    }
+    found = {}
+    for name, (fn, base, mode) in programs.items():
+        O.reset_dynamo()
+        leaf_value = (base if base is not None else torch.randn(4, 4, generator=gen))
+        results = []
+        for compile_it in (False, True):
+            leaf = leaf_value.clone().requires_grad_()
+            x = mode(leaf) if mode is async_collective else leaf
+            run = torch.compile(fn, backend="aot_eager") if compile_it else fn
+            try:
+                out = run(x)
+                if out.requires_grad:
+                    if mode in (loss_parallel, implicit_replication):
+                        with mode():
+                            local(out).sum().backward()
+                    else:
+                        local(out).sum().backward()
+            except Exception as e:
+                results.append(f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+                break
+            results.append((local(out).detach(), leaf.grad))
+        if any(isinstance(r, str) for r in results):
+            found[name] = next(r for r in results if isinstance(r, str))
+            continue
+        (want, want_grad), (got, got_grad) = results
+        if (want_grad is None) != (got_grad is None):
+            found[name] = f"gradient of the input: eager {want_grad is not None}, compiled {got_grad is not None}"
+            continue
+        worst = (want - got).abs().max().item()
+        if want_grad is not None:
+            worst = max(worst, (want_grad - got_grad).abs().max().item())
+        found[name] = worst
+    dynamo_dist.uninstall()
+    return found

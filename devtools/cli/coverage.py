@@ -12,7 +12,7 @@ import argparse
 from dynamo_dist.cli.arguments import file_with_markers
 
 # The generated blocks of the coverage page (devtools.coverage.tables).
-MARKERS = ("coverage", "stock-diff")
+MARKERS = ("coverage", "stock-diff", "stock-diff-counts")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dynamo_dist import _compat as C
-    from devtools.coverage.tables import counts, differences_table, member_table, read_block, replace_block
+    from devtools.coverage.tables import (counts, counts_block, differences_table, member_table, read_block,
+                                          replace_block)
     from devtools.coverage.cases import run_all
 
     update_readme = args.update_readme
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if update_readme:
         text = replace_block(previous, "coverage", members)
         text = replace_block(text, "stock-diff", diffs)
+        text = replace_block(text, "stock-diff-counts", counts_block(diffs))
         with open(update_readme, "w") as f:
             f.write(text)
     return 0 if ok == len(plugin) else 1

@@ -23,7 +23,7 @@ import dynamo_dist
 from dynamo_dist._compat import observe as O
 from dynamo_dist._compat.distributed import all_gather_single as gather_single
 from dynamo_dist._compat.observe import funcol
-from dynamo_dist.diagnostics.compare import same
+from dynamo_dist.diagnostics.compare import difference
 from dynamo_dist.diagnostics.graphs import distributed_objects_in
 from dynamo_dist.worlds import fake_world, make_mesh
 
@@ -46,6 +46,9 @@ class Case:
     expect: str = "ok"
     # Dynamo backend; "aot_eager" where AOTAutograd's handling is the point.
     backend: str = "eager"
+    # False where the program has graph breaks with the plugin too (a DTensor
+    # mode entered inside): the outcome is then the values alone.
+    fullgraph: bool = True
 
 
 @dataclass
@@ -63,7 +66,7 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
     with fake_world(*world):
         fn, calls = case.build()
         counter = O.compile_counter(case.backend)
-        compiled = torch.compile(fn, backend=counter, fullgraph=True)
+        compiled = torch.compile(fn, backend=counter, fullgraph=case.fullgraph)
         for i, args in enumerate(calls):
             try:
                 want = fn(*args)
@@ -84,9 +87,11 @@ def run_case(case: Case, world: tuple[int, int] = (8, 3)) -> Outcome:
                 return Outcome(case.name, "crash", f"{type(e).__name__}: {_first_line(e)}", counter.frame_count)
             if isinstance(want, Exception):
                 return Outcome(case.name, "wrong answer", f"eager raised {type(want).__name__}, compiled did not")
-            if not same(want, got, exact=True):
+            found = difference(want, got, rtol=0.0, atol=0.0)
+            if found:
                 status = "stale answer" if counter.frame_count == frames_before and i else "wrong answer"
-                return Outcome(case.name, status, f"call {i}: eager {want!r}, compiled {got!r}", counter.frame_count)
+                shown = f"eager {want!r}, compiled {got!r}" if "tensors differ" in found else found
+                return Outcome(case.name, status, f"call {i}: {shown}", counter.frame_count)
             if i in case.reuse_calls and counter.frame_count != frames_before:
                 return Outcome(case.name, "needless recompile", f"call {i} recompiled", counter.frame_count)
             if i in case.recompile_calls and counter.frame_count == frames_before:
@@ -515,6 +520,79 @@ def _sharded_view_and_back():
     return fn, [(_sharded_activation()[1],)]
 
 
+def _from_local_requires_grad_returned():
+    """A DTensor made by ``from_local`` from a tensor that requires grad, and
+    returned: the graph that ends just after a TP input hook."""
+    tp = _mesh2d()["tp"]
+
+    def fn(x):
+        return DTensor.from_local(x, tp, [Shard(0)], run_check=False) * 2
+
+    return fn, [(torch.ones(2, 4, requires_grad=True),)]
+
+
+def _from_local_requires_grad_submesh_inside():
+    """As ``_from_local_requires_grad_returned``, on a submesh taken inside."""
+    m = _mesh2d()
+
+    def fn(x):
+        return DTensor.from_local(x, m["tp"], [Shard(0)], run_check=False) * 2
+
+    return fn, [(torch.ones(2, 4, requires_grad=True),)]
+
+
+def _tp_mlp_dynamic_length():
+    """A TP MLP (colwise, rowwise) on (batch, seq, dim) with the sequence
+    length changing, forward with grad (AOTAutograd traces the joint graph):
+    static, then dynamic, then reused."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    model = parallelize_module(model, _mesh2d()["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    return model, [(torch.ones(2, seq, 8),) for seq in (4, 6, 8)]
+
+
+def _act_input_requires_grad():
+    """An AsyncCollectiveTensor that requires grad (``redistribute(...,
+    async_op=True).to_local()``) passed in: the output requires grad."""
+    m = _mesh2d()["tp"]
+    x = torch.ones(2, 4, requires_grad=True)
+    t = DTensor.from_local(x, m, [Shard(0)], run_check=False).redistribute(m, [Replicate()], async_op=True).to_local()
+
+    def fn(t):
+        return t.sin() * 2
+
+    return fn, [(t,)]
+
+
+def _loss_parallel_inside():
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    m = _mesh2d()["tp"]
+    target = torch.zeros(4, dtype=torch.int64)
+
+    def fn(x):
+        with loss_parallel():
+            return torch.nn.functional.cross_entropy(DTensor.from_local(x, m, [Shard(1)], run_check=False),
+                                                     target).to_local()
+
+    return fn, [(torch.ones(4, 2, requires_grad=True),)]
+
+
+def _implicit_replication_inside():
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    m = _mesh2d()["tp"]
+    wide = torch.ones(8, 2)
+
+    def fn(x):
+        with implicit_replication():
+            return (DTensor.from_local(x, m, [Shard(0)], run_check=False) * wide + 1).to_local()
+
+    return fn, [(torch.ones(2, 2, requires_grad=True),)]
+
+
 CASES: list[Case] = [
     Case("mesh shape/size/names/==/hash", _mesh_queries,
          ("DeviceMesh.ndim", "DeviceMesh.shape", "DeviceMesh.size", "DeviceMesh.mesh_dim_names",
@@ -563,6 +641,18 @@ CASES: list[Case] = [
     Case("DTensor.from_local(run_check=True)", _dtensor_run_check),
     Case("distribute_tensor inside", _distribute_inside, ("DTensor.distribute_tensor",)),
     Case("view of a DTensor input returned (aot_eager)", _dtensor_view_returned, backend="aot_eager"),
+    Case("from_local of a tensor that requires grad, returned (aot_eager)", _from_local_requires_grad_returned,
+         backend="aot_eager"),
+    Case("the same on a submesh taken inside (aot_eager)", _from_local_requires_grad_submesh_inside,
+         backend="aot_eager"),
+    Case("TP MLP, changing sequence length, with grad (aot_eager)", _tp_mlp_dynamic_length, reuse_calls=(2,),
+         backend="aot_eager"),
+    Case("input an AsyncCollectiveTensor that requires grad (aot_eager)", _act_input_requires_grad,
+         backend="aot_eager"),
+    Case("loss_parallel entered inside (aot_eager)", _loss_parallel_inside, ("DTensor modes.loss_parallel",),
+         backend="aot_eager", fullgraph=False),
+    Case("implicit_replication entered inside (aot_eager)", _implicit_replication_inside,
+         ("DTensor modes.implicit_replication",), backend="aot_eager", fullgraph=False),
     Case("_StridedShard -> Replicate", _strided_shard_redistribute),
     Case("sharded view gathered in the graph (aot_eager)", _sharded_view_gathered, backend="aot_eager"),
     Case("sharded view returned (aot_eager)", _sharded_view_returned, backend="aot_eager"),

@@ -127,6 +127,24 @@ def differences_table(plugin: Iterable, stock: Iterable, previous: str | None = 
     return _render(["case", "dynamo_dist", *columns], rows)
 
 
+def status_of(cell: str) -> str:
+    """A differences-table cell's status, without its detail."""
+    return cell.split(" (", 1)[0]
+
+
+def counts_block(diffs: str) -> str:
+    """Markdown: for each column of the differences table (``diffs``, as the
+    page has it), how many cases have each status."""
+    lines = []
+    for column, cells in parse_table(diffs, 1).items():
+        found: dict[str, int] = {}
+        for cell in cells.values():
+            found[status_of(cell)] = found.get(status_of(cell), 0) + 1
+        shown = ", ".join(f"{n} {status}" for status, n in sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"- {column}: {shown}")
+    return "\n".join(lines)
+
+
 def counts(outcomes: Iterable) -> dict[str, int]:
     """How many outcomes have each status."""
     out: dict[str, int] = {}
@@ -136,7 +154,9 @@ def counts(outcomes: Iterable) -> dict[str, int]:
 
 
 def _short(detail: str) -> str:
-    detail = detail.replace("|", "/").replace("InternalTorchDynamoError: ", "")
+    detail = " ".join(detail.replace("|", "/").replace("InternalTorchDynamoError: ", "").split())
+    # Python words a RecursionError by where the limit was hit: one text for all.
+    detail = re.sub(r"maximum recursion depth exceeded[^)…]*", "maximum recursion depth exceeded", detail)
     # Stock prints sets of symbols in hash order: sort them so the table is stable.
     detail = re.sub(r"\{([\w, ]+)\}", lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", detail)
     return detail[:90] + ("…" if len(detail) > 90 else "")

@@ -239,6 +239,17 @@ WORLD_HOLDER_TYPE: type = _WorldMeta
 STOCK_TRACKS_WORLD_HOLDERS: bool = _dynamo_distributed_has("WorldMetaClassVariable")
 
 
+# -- DTensor's modes ----------------------------------------------------------
+
+# Whether Dynamo handles ``with implicit_replication():`` entered inside a
+# compiled region so that the DTensor ops inside see the mode: measured,
+# 2.12+ do (they trace it, or break at its C++ switch and run it); 2.11 fails
+# in the fake propagation of the first op inside ("got mixed torch.Tensor and
+# DTensor"), stock and plugin alike. Every attribute the two read is the same
+# (the mode is the same C++ switch), so this is read from the release.
+IMPLICIT_REPLICATION_TRACED: bool = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 12)
+
+
 # -- a process group across processes -----------------------------------------
 
 def group_identity(group: Any) -> tuple[str, tuple[int, ...], str] | None:

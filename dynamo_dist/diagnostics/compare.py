@@ -17,11 +17,13 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
                atol: float | None = None, values: bool = True) -> str | None:
     """Where ``compiled`` differs from ``eager`` (None if nowhere).
 
-    Tensors: same shape and dtype, equal values (``assert_close`` with
-    ``rtol``/``atol``; exact when both are 0; with ``values=False`` shape and
-    dtype only, for a fake world whose collectives move no data). Meshes: same type and the same
-    rank table, dim names, process groups and coordinate. Process groups: the
-    same object. Placements and everything else: same type and ``==``.
+    Tensors: same shape and dtype, whether they require grad, equal values
+    (``assert_close`` with ``rtol``/``atol``; exact when both are 0; with
+    ``values=False`` shape and dtype only, for a fake world whose collectives
+    move no data). DTensors: also the same placements and mesh. Meshes: same
+    type and the same rank table, dim names, process groups and coordinate.
+    Process groups: the same object. Placements and everything else: same
+    type and ``==``.
     """
 
     if isinstance(eager, DTensor):
@@ -30,11 +32,14 @@ def difference(eager: Any, compiled: Any, path: str = "result", *, rtol: float |
         if tuple(eager.placements) != tuple(compiled.placements) or eager.shape != compiled.shape:
             return (f"{path}: DTensors differ: eager {tuple(eager.placements)} {tuple(eager.shape)}, "
                     f"compiled {tuple(compiled.placements)} {tuple(compiled.shape)}")
-        return difference(eager.to_local(), compiled.to_local(), f"{path}.to_local()", rtol=rtol, atol=atol,
-                          values=values)
+        return difference(eager.device_mesh, compiled.device_mesh, f"{path}.device_mesh") or difference(
+            eager.to_local(), compiled.to_local(), f"{path}.to_local()", rtol=rtol, atol=atol, values=values)
     if isinstance(eager, torch.Tensor):
         if not isinstance(compiled, torch.Tensor):
             return f"{path}: eager gave a tensor, compiled gave {type(compiled).__name__} {compiled!r}"
+        if eager.requires_grad != compiled.requires_grad:
+            return (f"{path}: eager's result {'requires' if eager.requires_grad else 'does not require'} grad, "
+                    f"compiled's {'does' if compiled.requires_grad else 'does not'}")
         if not values:
             if eager.shape != compiled.shape or eager.dtype != compiled.dtype:
                 return (f"{path}: tensors differ: eager {tuple(eager.shape)} {eager.dtype}, "

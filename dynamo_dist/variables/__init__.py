@@ -12,6 +12,7 @@ from .placement import PLACEMENT_MEMBERS, PlacementClassVariable, PlacementVaria
 from .process_group import PROCESS_GROUP_MEMBERS, ProcessGroupVariable
 from .functions import DIST_FUNCTIONS, DistFunctionVariable
 from .dtensor import DTENSOR_MEMBERS, DTensorFunctionVariable
+from .modes import DTENSOR_MODES, DTensorModeVariable
 from .members import MemberTable
 
 tracked_types.all_declared()
@@ -20,7 +21,8 @@ tracked_types.all_declared()
 # order; the c10d helpers functional collectives call are internal).
 ALL_TABLES: dict[str, MemberTable] = {
     table.name: table
-    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS)
+    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS,
+                  DTENSOR_MODES)
 }
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "DeviceMeshVariable",
     "DistFunctionVariable",
     "DTensorFunctionVariable",
+    "DTensorModeVariable",
     "PlacementClassVariable",
     "PlacementVariable",
     "ProcessGroupVariable",

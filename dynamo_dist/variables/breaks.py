@@ -161,6 +161,13 @@ class Break(enum.Enum):
         hints=("Distribute parameters once, outside the compiled function (e.g. when building the model), or "
                "pass `tensor.detach()`.",),
     )
+    DTENSOR_MODE = BreakSpec(
+        gb_type="DTensor mode entered inside the compiled region",
+        explanation="`{what}` changes how DTensor dispatches ops ({why}) for the code it wraps; Dynamo traces "
+        "DTensor ops without that change, so the `with` is entered eagerly (a graph break) and the code inside "
+        "it is compiled with the mode on.",
+        hints=("{hint}",),  # the mode table row's hint
+    )
 
     def __init__(self, spec: BreakSpec) -> None:
         self.fields = check_break(self.name, spec)

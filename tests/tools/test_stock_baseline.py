@@ -12,6 +12,7 @@ import pytest
 from dynamo_dist import _compat as C
 from devtools.coverage.tables import (
     TESTED_VERSIONS,
+    counts_block,
     differences_table,
     member_table,
     parse_table,
@@ -57,6 +58,7 @@ def test_coverage_tables_match_a_fresh_measurement(outcomes):
     assert running in members.splitlines()[0] and running in diffs.splitlines()[0], hint
     assert members == member_table(stock, previous=members), hint
     assert diffs == differences_table(plugin, stock, previous=diffs), hint
+    assert read_block(text, "stock-diff-counts") == counts_block(diffs), hint
 
 
 def test_coverage_tables_keep_other_releases_columns(outcomes):

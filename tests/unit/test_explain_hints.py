@@ -60,6 +60,7 @@ def call_function(x, fn):
 
 def _objects():
     from dynamo_dist.variables.functions import dist_functions
+    from dynamo_dist.variables.modes import mode_functions
 
     mesh = make_mesh((2, 4), ("dp", "tp"))
     return {
@@ -67,6 +68,7 @@ def _objects():
         "Placement": Shard(0),
         "ProcessGroup": mesh.get_group("tp"),
         "torch.distributed": {name: fn for fn, name in dist_functions().items()},
+        "DTensor modes": {name: fn for fn, name in mode_functions().items()},
         "DTensor": DTensor.from_local(torch.ones(2), mesh["tp"], [Shard(0)]),
     }
 
@@ -75,7 +77,7 @@ def _objects():
 def test_break_rows_reach_the_report_with_explanation_and_hint(world8, table, name):
     member = ALL_TABLES[table][name]
     obj = _objects()[table]
-    if table == "torch.distributed":
+    if table in ("torch.distributed", "DTensor modes"):
         fn, args, marker = call_function, (torch.ones(1), obj[name]), "fn()"
     else:
         fn, args, marker = call_member, (torch.ones(1), obj, name), "getattr(obj, name)()"
@@ -92,7 +94,7 @@ def test_break_rows_reach_the_report_with_explanation_and_hint(world8, table, na
 
 # The breaks whose hint is the member table row's (``{hint}``), checked with
 # the rows above.
-ROW_HINTS = {Break.UNSUPPORTED_MEMBER, Break.UNSUPPORTED_CALL}
+ROW_HINTS = {Break.UNSUPPORTED_MEMBER, Break.UNSUPPORTED_CALL, Break.DTENSOR_MODE}
 
 
 def _hint_is_concrete(hint: str) -> bool:
