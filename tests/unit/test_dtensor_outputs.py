@@ -223,3 +223,43 @@ def test_a_dtensor_mode_entered_inside_compiles_and_breaks_no_more_than_stock(mo
     assert (MODE_BREAK in breaks) is (mode == "loss_parallel" or STOCK_FAILS_INSIDE[mode]), breaks
     if not isinstance(stock, Exception):
         assert sum(breaks.values()) <= sum(stock_breaks.values()), (breaks, stock_breaks)
+
+
+def _stock_error(build, **options):
+    """What stock torch raises compiling (aot_eager, ``options``) and calling
+    ``build()``'s function on its input in a fresh fake world, or None."""
+    dynamo_dist.uninstall()
+    with fake_world(2, 0):
+        fn, x = build(make_mesh((2,)))
+        try:
+            torch.compile(fn, backend="aot_eager", **options)(x)
+        except Exception as e:  # noqa: BLE001 - stock's error is what is measured
+            return e
+    return None
+
+
+def test_stock_recurses_forever_on_a_tp_mlp_with_a_dynamic_size_and_grad_on_2_13_to_2_15():
+    """Stock's fault the docs state (aot/symbol_proxies.py), where it happens."""
+    def build(mesh):
+        model = parallelize_module(MLP(), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        return model, torch.randn(2, 8, 16)
+
+    error = _stock_error(build, dynamic=True)
+    assert (error is not None) is (TORCH_RELEASE >= (2, 13)), error
+    if error is not None:
+        assert "maximum recursion depth exceeded" in str(error)
+
+
+def test_stock_refuses_a_from_local_on_a_submesh_taken_inside_on_2_12_to_2_15():
+    """Stock's fault the docs state (aot/object_constants.py): the same torch
+    fault the plugin met with every folded mesh, reached by stock when the
+    mesh is computed in the graph."""
+    def build(mesh):
+        root = make_mesh((1, 2), ("dp", "tp"))
+        return (lambda x: DTensor.from_local(x, root["tp"], [Shard(0)], run_check=False) * 2,
+                torch.randn(4, 4, requires_grad=True))
+
+    error = _stock_error(build)
+    assert (error is not None) is (TORCH_RELEASE >= (2, 12)), error
+    if error is not None:
+        assert "was invalid, but is output" in str(error)
