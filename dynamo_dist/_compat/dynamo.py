@@ -174,6 +174,34 @@ def graph_call(tx: Any, op: Callable[..., Any], tensors: list, constants: tuple 
         return wrap_fx_proxy(tx, proxy)
 
 
+def graph_mark(tx: Any) -> tuple[Any, frozenset]:
+    """The graph being traced now (the frame's, or a higher-order op's
+    subgraph) and the nodes it has: ``nodes_since`` tells what was added."""
+    graph = tx.output.current_tracer.graph
+    return graph, frozenset(graph.nodes)
+
+
+def nodes_since(tx: Any, mark: tuple[Any, frozenset]) -> tuple[Any, list]:
+    """The graph of ``mark`` and the operations added to it since, in order
+    (graph inputs Dynamo lifted meanwhile excluded)."""
+    graph, before = mark
+    return graph, [n for n in graph.nodes if n not in before and n.op in ("call_function", "call_method")]
+
+
+def move_to_end(tx: Any, graph: Any, nodes: list) -> bool:
+    """Move ``nodes`` (of ``graph``, in order) to the end of the graph being
+    traced now, where the next operation goes; nothing if that is another
+    graph or a node was erased. Moving an operation later is sound when
+    nothing between uses it. Whether they moved."""
+    if graph is not tx.output.current_tracer.graph or any(getattr(n, "_erased", False) for n in nodes):
+        return False
+    for node in nodes:
+        last = next(reversed(graph.nodes))
+        if last is not node:
+            last.append(node)
+    return True
+
+
 def example_value(vt: VariableTracker) -> Any:
     """The fake value a tensor tracker's graph node computes (None if unknown)."""
     return vt.proxy.node.meta.get("example_value")
