@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 import dynamo_dist
+from dynamo_dist import _compat as C
 from dynamo_dist._compat import observe as O
 from dynamo_dist.diagnostics.compare import difference
 from dynamo_dist.diagnostics.graphs import collectives_in
@@ -33,8 +34,10 @@ CLEAN_BREAK = "clean graph break"
 NOT_IN_RELEASE = "not in this release"
 
 # What a case expects with the plugin: compiled, with functional collectives
-# in the graph, or compiled (a query), or a clean dynamo_dist break.
-TRACED, FOLDED = "traced", "folded"
+# in the graph, or compiled (a query), or a clean dynamo_dist break; or, for
+# a call traced as stock traces it, stock's ``ok`` where stock compiles it
+# and a clean break where stock does not.
+TRACED, FOLDED, AS_STOCK = "traced", "folded", "as stock"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,20 @@ class CallCase:
     eager_runs: bool = True
 
 
+def expected_status(case: CallCase, stock: "CallOutcome") -> str:
+    """The status a case must have with the plugin (``stock``: the same
+    case's outcome on stock torch)."""
+    if case.expect == AS_STOCK:
+        return OK if stock.status == OK else CLEAN_BREAK
+    return CLEAN_BREAK if case.expect == CLEAN_BREAK else OK
+
+
+def as_expected(case: CallCase, outcome: "CallOutcome", stock: "CallOutcome") -> bool:
+    """Whether the plugin's outcome meets the case (a call this release lacks
+    meets every case)."""
+    return outcome.status in (expected_status(case, stock), NOT_IN_RELEASE)
+
+
 @dataclass
 class CallOutcome:
     case: str
@@ -62,12 +79,12 @@ class CallOutcome:
 @contextlib.contextmanager
 def _p2p_switch(on: bool):
     config = O.dynamo_config()
-    was = config.enable_p2p_compilation
-    config.enable_p2p_compilation = on
+    was = getattr(config, C.c10d.P2P_SWITCH)
+    setattr(config, C.c10d.P2P_SWITCH, on)
     try:
         yield
     finally:
-        config.enable_p2p_compilation = was
+        setattr(config, C.c10d.P2P_SWITCH, was)
 
 
 def _first_line(e: BaseException) -> str:
@@ -80,10 +97,11 @@ def _first_line(e: BaseException) -> str:
 def run_call_case(case: CallCase) -> CallOutcome:
     """Compile and call ``case`` in a fresh fake world; classify what happened."""
     owner, name = case.member.rsplit(".", 1)
-    if not hasattr({"torch.distributed": dist, "ProcessGroup": dist.ProcessGroup, "Work": dist.Work}[owner], name):
+    if not hasattr({"torch.distributed": dist, "ProcessGroup": dist.ProcessGroup, "Work": dist.Work}[owner], name) \
+            or case.p2p and not C.c10d.HAS_P2P_SWITCH:
         return CallOutcome(case.name, NOT_IN_RELEASE)
     O.reset_dynamo()
-    with fake_world(4, 1), _p2p_switch(case.p2p):
+    with fake_world(4, 1), _p2p_switch(case.p2p) if C.c10d.HAS_P2P_SWITCH else contextlib.nullcontext():
         try:
             fn, args = case.build()
             counter = O.compile_counter("eager")
@@ -218,6 +236,12 @@ def _get_node_local_rank(x):
 def _all_reduce(x):
     t = x * 2
     dist.all_reduce(t)
+    return t + 1
+
+
+def _all_reduce_max(x):
+    t = x * 2
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t + 1
 
 
@@ -522,6 +546,12 @@ def _pg_allreduce(x, g):
     return t + 1
 
 
+def _pg_allreduce_max(x, g):
+    t = x * 2
+    g.allreduce([t], dist.ReduceOp.MAX).wait()
+    return t + 1
+
+
 def _pg_allreduce_coalesced(x, g):
     a, b = x * 2, x + 1
     g.allreduce_coalesced([a, b]).wait()
@@ -595,7 +625,7 @@ CALL_CASES: list[CallCase] = [
     CallCase("dist.get_backend_config()", _D + "get_backend_config", _step(_get_backend_config), FOLDED),
     CallCase("dist.get_default_backend_for_device('cpu')", _D + "get_default_backend_for_device",
              _step(_get_default_backend_for_device), FOLDED),
-    CallCase("dist.supports_complex(op)", _D + "supports_complex", _step(_supports_complex), FOLDED),
+    CallCase("dist.supports_complex(op)", _D + "supports_complex", _step(_supports_complex), AS_STOCK),
     CallCase("dist.is_available()", _D + "is_available", _step(_is_available), FOLDED),
     CallCase("dist.is_backend_available('gloo')", _D + "is_backend_available", _step(_is_backend_available),
              FOLDED),
@@ -607,6 +637,7 @@ CALL_CASES: list[CallCase] = [
              FOLDED),
     # collectives with a functional form
     CallCase("dist.all_reduce(t)", _D + "all_reduce", _step(_all_reduce)),
+    CallCase("dist.all_reduce(t, op=ReduceOp.MAX)", _D + "all_reduce", _step(_all_reduce_max)),
     CallCase("dist.all_reduce(t, async_op=True), work.wait()", _D + "all_reduce", _step(_all_reduce_async)),
     CallCase("dist.broadcast(t, src)", _D + "broadcast", _step(_broadcast)),
     CallCase("dist.broadcast(t, src, async_op=True).wait()", _D + "broadcast", _step(_broadcast_async)),
@@ -629,11 +660,11 @@ CALL_CASES: list[CallCase] = [
     CallCase("dist.send(t, dst)", _D + "send", _step(_send), CLEAN_BREAK),
     CallCase("dist.recv(t, src)", _D + "recv", _step(_recv), CLEAN_BREAK),
     CallCase("dist.P2POp(...), dist.batch_isend_irecv(ops)", _D + "P2POp", _step(_batch_isend_irecv), CLEAN_BREAK),
-    CallCase("dist.isend(t, dst).wait(), P2P switch on", _D + "isend", _step(_isend), TRACED, p2p=True),
-    CallCase("dist.send(t, dst), P2P switch on", _D + "send", _step(_send), TRACED, p2p=True),
-    CallCase("dist.recv(t, src), P2P switch on", _D + "recv", _step(_recv), CLEAN_BREAK, p2p=True),
+    CallCase("dist.isend(t, dst).wait(), P2P switch on", _D + "isend", _step(_isend), AS_STOCK, p2p=True),
+    CallCase("dist.send(t, dst), P2P switch on", _D + "send", _step(_send), AS_STOCK, p2p=True),
+    CallCase("dist.recv(t, src), P2P switch on", _D + "recv", _step(_recv), AS_STOCK, p2p=True),
     CallCase("dist.batch_isend_irecv(ops), P2P switch on", _D + "batch_isend_irecv", _step(_batch_isend_irecv),
-             TRACED, p2p=True),
+             AS_STOCK, p2p=True),
     # no functional form
     CallCase("dist.reduce(t, dst)", _D + "reduce", _step(_reduce), CLEAN_BREAK),
     CallCase("dist.gather(t, None, dst)", _D + "gather", _step(_gather), CLEAN_BREAK),
@@ -655,7 +686,7 @@ CALL_CASES: list[CallCase] = [
     CallCase("dist.monitored_barrier()", _D + "monitored_barrier", _step(_monitored_barrier), CLEAN_BREAK),
     CallCase("dist.breakpoint()", _D + "breakpoint", _step(_breakpoint), CLEAN_BREAK),
     CallCase("dist.get_backend_impl()", _D + "get_backend_impl", _step(_get_backend_impl), CLEAN_BREAK),
-    CallCase("dist.get_pg_count()", _D + "get_pg_count", _step(_get_pg_count), FOLDED),
+    CallCase("dist.get_pg_count()", _D + "get_pg_count", _step(_get_pg_count), AS_STOCK),
     CallCase("dist.get_debug_level()", _D + "get_debug_level", _step(_get_debug_level), CLEAN_BREAK),
     CallCase("dist.set_timeout(timedelta)", _D + "set_timeout", _step(_set_timeout, _minute), CLEAN_BREAK),
     CallCase("with dist.record_comm(name):", _D + "record_comm", _step(_record_comm), CLEAN_BREAK),
@@ -678,6 +709,7 @@ CALL_CASES: list[CallCase] = [
     CallCase("work.wait(), the work made outside", "Work.wait", _step(_live_work, _eager_work), CLEAN_BREAK),
     # ProcessGroup methods
     CallCase("pg.allreduce([t]).wait()", "ProcessGroup.allreduce", _step(_pg_allreduce, _world)),
+    CallCase("pg.allreduce([t], ReduceOp.MAX).wait()", "ProcessGroup.allreduce", _step(_pg_allreduce_max, _world)),
     CallCase("pg.allreduce_coalesced(list).wait()", "ProcessGroup.allreduce_coalesced",
              _step(_pg_allreduce_coalesced, _world)),
     CallCase("pg.broadcast(t, root).wait()", "ProcessGroup.broadcast", _step(_pg_broadcast, _world)),

@@ -143,6 +143,7 @@ from .dynamo import (  # noqa: F401
     is_tensor,
     is_tracker,
     known_value,
+    object_value,
     as_list,
     list_items,
     make_list,

@@ -56,10 +56,16 @@ def reduce_op_name(op: Any) -> str | None:
     return next((name for known, name in _REDUCE_OPS if op == known), None)
 
 
+# torch's switch for tracing point-to-point calls
+# (``TORCHDYNAMO_ENABLE_P2P_COMPILATION``; 2.12+: 2.11 traces none).
+P2P_SWITCH = "enable_p2p_compilation"
+HAS_P2P_SWITCH = hasattr(_dynamo_config, P2P_SWITCH)
+
+
 def p2p_compilation() -> bool:
-    """torch's switch for tracing point-to-point calls
-    (``TORCHDYNAMO_ENABLE_P2P_COMPILATION``, read where stock reads it)."""
-    return bool(getattr(_dynamo_config, "enable_p2p_compilation", False))
+    """Whether torch's switch for tracing point-to-point calls is on (read
+    where stock reads it; off where the release has none)."""
+    return bool(getattr(_dynamo_config, P2P_SWITCH, False))
 
 
 # The ops that wait for a functional collective (``wait_tensors``: 2.14+).

@@ -37,6 +37,7 @@ from torch._dynamo.variables.functions import UserFunctionVariable, UserMethodVa
 from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
+from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
 from torch._guards import CompileContext
 from torch.utils._config_module import _UNSET_SENTINEL
 
@@ -196,7 +197,7 @@ def move_to_end(tx: Any, graph: Any, nodes: list) -> bool:
     if graph is not tx.output.current_tracer.graph or any(getattr(n, "_erased", False) for n in nodes):
         return False
     for node in nodes:
-        last = next(reversed(graph.nodes))
+        last = next(iter(reversed(graph.nodes)))
         if last is not node:
             last.append(node)
     return True
@@ -230,6 +231,20 @@ def known_value(vt: VariableTracker) -> Any:
         return vt.as_python_constant()
     except NotImplementedError:
         return NO_KNOWN_VALUE
+
+
+def object_value(vt: VariableTracker) -> Any:
+    """``known_value``, or the Python object a tracker of a plain object
+    holds (2.11 / 2.12 wrap a ``ReduceOp`` or an options struct as one,
+    answering neither ``get_real_python_backed_value`` nor as a constant);
+    else ``NO_KNOWN_VALUE``."""
+    value = known_value(vt)
+    if value is not NO_KNOWN_VALUE:
+        return value
+    realized = vt.realize() if hasattr(vt, "realize") else vt
+    if isinstance(realized, UserDefinedObjectVariable):
+        return realized.value
+    return NO_KNOWN_VALUE
 
 
 def list_items(vt: Any) -> list | None:

@@ -149,12 +149,25 @@ class Break(enum.Enum):
         hints=("Set TORCHDYNAMO_ENABLE_P2P_COMPILATION=1 before the program starts (torch then traces isend, "
                "irecv and batch_isend_irecv), or call it outside the compiled function.",),
     )
+    P2P_NOT_TRACED = BreakSpec(
+        gb_type="torch.distributed point-to-point call",
+        explanation="`{what}` is point-to-point communication, which this torch cannot trace (its switch for "
+        "it, TORCHDYNAMO_ENABLE_P2P_COMPILATION, came in torch 2.12).",
+        hints=("Call it outside the compiled function, or use torch 2.12 or later with "
+               "TORCHDYNAMO_ENABLE_P2P_COMPILATION=1.",),
+    )
     NOT_TRACED_BY_TORCH = BreakSpec(
         gb_type="torch.distributed call torch cannot trace",
         explanation="`{what}` is traced as stock torch traces it (its own code; for point-to-point, with its "
         "switch on), which cannot trace this call: {reason}",
         hints=("Call it outside the compiled function and pass the result in; for point-to-point, isend, irecv and "
                "batch_isend_irecv are traced (with TORCHDYNAMO_ENABLE_P2P_COMPILATION=1).",),
+    )
+    FORM_NOT_TRACED = BreakSpec(
+        gb_type="torch.distributed collective not traced here",
+        explanation="`{what}` is traced as functional collectives, and tracing them failed here: {reason}",
+        hints=("Call it outside the compiled function (and tell dynamo_dist's maintainers the call and this "
+               "message: its traced form should cover it).",),
     )
     REDUCE_OP_NOT_TRACEABLE = BreakSpec(
         gb_type="reduce op without a functional collective",

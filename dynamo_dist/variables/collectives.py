@@ -28,7 +28,7 @@ from typing import Any
 from .. import _compat as C
 from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable, unsupported_member
-from .breaks import Break, graph_break
+from .breaks import GB_PREFIX, Break, graph_break
 from .folding import NO_VALUE, real_value
 from .members import Kind, Member, MemberTable
 
@@ -44,11 +44,18 @@ def _bound(tx: Any, fn: Any, args: list, kwargs: dict) -> dict:
         C.raise_observed(TypeError, tx, [str(e)])
 
 
-def _value(tx: Any, what: str, vt: Any) -> Any:
+def _known(vt: Any) -> Any:
+    """An argument's Python value now (a flag, a reduce op, an options
+    struct), or NO_VALUE."""
     value = real_value(vt)
     if value is NO_VALUE:
-        value = C.known_value(vt)
-    if value is NO_VALUE or value is C.NO_KNOWN_VALUE:
+        value = C.object_value(vt)
+    return NO_VALUE if value is C.NO_KNOWN_VALUE else value
+
+
+def _value(tx: Any, what: str, vt: Any) -> Any:
+    value = _known(vt)
+    if value is NO_VALUE:
         graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what}: {vt}", what=what)
     return value
 
@@ -65,7 +72,13 @@ def traced_call(tx: Any, what: str, form: Any, args: list, kwargs: dict, asynchr
     """Inline ``form``; an asynchronous call answers a ``Work`` whose
     ``wait()`` is where the graph waits, a synchronous one None."""
     mark = C.graph_mark(tx)
-    C.inline_call(tx, form, args, kwargs)
+    try:
+        C.inline_call(tx, form, args, kwargs)
+    except C.Unsupported as e:  # Dynamo's own words would name torch's internals, not the call
+        if str(e).startswith(GB_PREFIX):
+            raise
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        graph_break(Break.FORM_NOT_TRACED, context=f"{what}: {reason}", what=what, reason=reason)
     if not asynchronous:
         return C.constant(None)
     graph, made = C.nodes_since(tx, mark)
@@ -91,15 +104,15 @@ def group_collective(vt: Any, tx: Any, name: str, member: Member, args: list, kw
     what = f"ProcessGroup.{name}"
     data, options = [], []
     for a in [*args, *kwargs.values()]:
-        value = real_value(a)
-        if value is NO_VALUE:
-            value = C.known_value(a)
-        if value is not NO_VALUE and value is not C.NO_KNOWN_VALUE and C.c10d.is_group_method_option(value):
-            options.append(value)
-        elif options:  # data after an option: not a form the traced methods know
-            graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what}: {a}", what=what)
-        else:
+        if C.is_tensor(a) or C.list_items(a) is not None:  # tensors, lists of them, split sizes
+            if options:  # data after an option: not a form the traced methods know
+                graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what}: {a}", what=what)
             data.append(a)
+            continue
+        value = _known(a)
+        if value is NO_VALUE or not C.c10d.is_group_method_option(value):
+            graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what}: {a}", what=what)
+        options.append(value)
     try:
         decoded = C.c10d.group_method_options(options)
     except C.c10d.UnsupportedOption as e:
@@ -123,6 +136,8 @@ def stock_call(vt: Any, tx: Any, member: Member, args: list, kwargs: dict) -> An
 def p2p_call(vt: Any, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
     """P2P: torch's own tracing when its switch is on, else a clean break."""
     what = f"torch.distributed.{vt.name}"
+    if not C.c10d.HAS_P2P_SWITCH:
+        graph_break(Break.P2P_NOT_TRACED, context=what, what=what)
     if not C.c10d.p2p_compilation():
         graph_break(Break.P2P_SWITCH_OFF, context=what, what=what)
     return stock_call(vt, tx, member, args, kwargs)

@@ -47,7 +47,8 @@ DIST_FUNCTIONS = MemberTable("torch.distributed", {
     "get_global_rank": Member(Kind.FOLD, method=True),
     "get_backend_config": Member(Kind.FOLD, method=True),
     "get_default_backend_for_device": Member(Kind.FOLD, method=True),
-    "supports_complex": Member(Kind.FOLD, method=True),
+    # (a reduce op: stock reads it where the release's Dynamo can)
+    "supports_complex": Member(Kind.STOCK, method=True),
     "is_available": Member(Kind.FOLD, method=True),
     "is_backend_available": Member(Kind.FOLD, method=True),
     **{f"is_{backend}_available": Member(Kind.FOLD, method=True) for backend in ("gloo", "nccl", "mpi", "ucc", "xccl")},
