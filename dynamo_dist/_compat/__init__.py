@@ -111,6 +111,8 @@ from .dynamo import (  # noqa: F401
     emit_import,
     example_value,
     frame_state,
+    in_autograd_function_forward,
+    INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD,
     graph_mark,
     move_to_end,
     nodes_since,

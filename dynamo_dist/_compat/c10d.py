@@ -128,7 +128,12 @@ def _check_complex(what: str, tensors: Any, op: str) -> None:
 
 
 def _write(target: torch.Tensor, value: torch.Tensor) -> None:
-    target.copy_(value if value.shape == target.shape else value.view(target.shape))
+    # As eager's in-place collectives: the result lands in ``target`` without
+    # autograd history of its own (a gradient passes ``target`` unchanged, as
+    # in eager; inside an autograd.Function's forward, 2.11 would otherwise
+    # lose the function's gradient).
+    with torch.no_grad():
+        target.copy_(value if value.shape == target.shape else value.view(target.shape))
 
 
 def _group_rank(group: Any, rank: Any, group_rank: Any) -> Any:
@@ -148,7 +153,7 @@ def all_reduce(tensor, op="sum", group=None, async_op=False):
         return
     _check_complex("all_reduce", (tensor,), op)
     t = _real(tensor)
-    t.copy_(funcol.all_reduce(t, op, group))
+    _write(t, funcol.all_reduce(t, op, group))
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -157,7 +162,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if _c10d._rank_not_in_group(group):
         return
     t = _real(tensor)
-    t.copy_(funcol.broadcast(t, root, group))
+    _write(t, funcol.broadcast(t, root, group))
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -194,7 +199,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         output_split_sizes = [out.shape[0] // size] * size
     if input_split_sizes is None and output_split_sizes is not None:
         input_split_sizes = [inp.shape[0] // size] * size
-    out.copy_(funcol.all_to_all_single(inp, output_split_sizes, input_split_sizes, group))
+    _write(out, funcol.all_to_all_single(inp, output_split_sizes, input_split_sizes, group))
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
@@ -206,7 +211,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     out_sizes = [o.numel() for o in outs]
     received = funcol.all_to_all_single(torch.cat(ins), out_sizes, [i.numel() for i in ins], group)
     for o, piece in zip(outs, received.split(out_sizes)):
-        o.copy_(piece.view(o.shape))
+        _write(o, piece)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -224,7 +229,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         pieces = funcol.all_to_all_single(t.reshape(-1).repeat(len(outs)), sizes, [t.numel()] * len(outs),
                                           group).split(sizes)
     for o, piece in zip(outs, pieces):
-        o.copy_(piece.view(o.shape))
+        _write(o, piece)
 
 
 def reduce_scatter(output, input_list, op="sum", group=None, async_op=False):
@@ -250,7 +255,7 @@ def all_reduce_coalesced(tensors, op="sum", group=None, async_op=False):
     _check_complex("all_reduce_coalesced", tensors, op)
     ts = [_real(t) for t in tensors]
     for t, reduced in zip(ts, funcol.all_reduce_coalesced(ts, op, group)):
-        t.copy_(reduced)
+        _write(t, reduced)
 
 
 def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, async_op=False):

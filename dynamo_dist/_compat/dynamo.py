@@ -34,6 +34,7 @@ from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder, 
 from torch._dynamo.variables.builtin import BuiltinVariable
 from torch._dynamo.variables.constant import ConstantVariable
 from torch._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
+from torch._dynamo.variables.higher_order_ops import AutogradFunctionApplyVariable
 from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
@@ -201,6 +202,23 @@ def move_to_end(tx: Any, graph: Any, nodes: list) -> bool:
         if last is not node:
             last.append(node)
     return True
+
+
+# torch 2.11 loses an autograd.Function's gradient (silently: zeros) when the
+# forward it traces as a subgraph returns a tensor it changed in place (any
+# in-place op; stock alike; 2.12 traces it right).
+INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD: bool = tuple(
+    int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 12)
+_FUNCTION_HOP = getattr(AutogradFunctionApplyVariable, "_HOP_NAME", "autograd.Function")
+
+
+def in_autograd_function_forward(tx: Any) -> bool:
+    """Whether Dynamo is tracing the forward of an ``autograd.Function``
+    (its subgraph; the backward's tracer is a child of the forward's)."""
+    tracer = tx.output.current_tracer
+    parent = getattr(tracer, "parent", None)
+    return getattr(tracer, "source_target", None) == _FUNCTION_HOP and \
+        getattr(parent, "source_target", None) != _FUNCTION_HOP
 
 
 def example_value(vt: VariableTracker) -> Any:

@@ -169,6 +169,13 @@ class Break(enum.Enum):
         hints=("Call it outside the compiled function (and tell dynamo_dist's maintainers the call and this "
                "message: its traced form should cover it).",),
     )
+    INPLACE_IN_FUNCTION_FORWARD = BreakSpec(
+        gb_type="collective in an autograd.Function's forward (torch 2.11)",
+        explanation="`{what}` writes its result in place inside an autograd.Function's forward; torch 2.11 loses "
+        "the function's gradient when the forward it compiles returns a tensor changed in place (any in-place "
+        "op; fixed in torch 2.12), so the function runs eagerly.",
+        hints=("Use torch 2.12 or later to compile it.",),
+    )
     REDUCE_OP_NOT_TRACEABLE = BreakSpec(
         gb_type="reduce op without a functional collective",
         explanation="`{what}` was given the reduce op {op}, which functional collectives cannot run (PREMUL_SUM "

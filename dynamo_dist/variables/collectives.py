@@ -71,6 +71,8 @@ def _op_name(tx: Any, what: str, vt: Any) -> str:
 def traced_call(tx: Any, what: str, form: Any, args: list, kwargs: dict, asynchronous: bool) -> Any:
     """Inline ``form``; an asynchronous call answers a ``Work`` whose
     ``wait()`` is where the graph waits, a synchronous one None."""
+    if C.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD and C.in_autograd_function_forward(tx):
+        graph_break(Break.INPLACE_IN_FUNCTION_FORWARD, context=what, what=what)
     mark = C.graph_mark(tx)
     try:
         C.inline_call(tx, form, args, kwargs)

@@ -316,3 +316,35 @@ def test_spmd_types_all_to_all_compiles_into_one_graph_forward_and_backward():
             dynamo_dist.uninstall()
     found = {stage: [c.op for graph in graphs for c in graph] for stage, graphs in backend.collectives().items()}
     assert "all_to_all_single" in found["forward"] and "all_to_all_single" in found["backward"], found
+
+
+class _ReduceInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        t = x.clone()
+        dist.all_reduce(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+def reduce_in_forward(x):
+    return _ReduceInForward.apply(x * 2).sin()
+
+
+def test_an_autograd_function_whose_forward_calls_a_collective_keeps_its_gradient():
+    """torch 2.11 loses such a function's gradient (zeros, stock alike) when
+    its compiled forward returns a tensor changed in place: there the plugin
+    runs the function eagerly (one break); later releases compile it whole."""
+    with fake_world(4, 1):
+        x = torch.arange(3.0, requires_grad=True)
+        reduce_in_forward(x).sum().backward()
+        want, x.grad = x.grad, None
+        O.reset_dynamo()
+        breaks = O.graph_break_count()
+        _graphs(reduce_in_forward, x, fullgraph=False)[0].sum().backward()
+        taken = O.graph_break_count() - breaks
+    torch.testing.assert_close(x.grad, want)
+    assert taken == (1 if C.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD else 0)
