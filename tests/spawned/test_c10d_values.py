@@ -1,11 +1,11 @@
 """torch.distributed calls in compiled functions give eager's values on real
-gloo worlds of 2 and 4 ranks: every traced row (the collectives, their
-``async_op=True`` forms and ``Work.wait()``, the list forms, ProcessGroup
-methods), on the world group and on a pair of ranks, forward and, through
-``autograd.Function``s whose forward and backward call collectives (as
-spmd_types writes its collectives), backward. Each program compiles with
-``fullgraph=True`` under the plugin (or takes the breaks it declares), and
-runs beside stock torch (``tests/c10d_programs.py``)."""
+gloo worlds: every traced row (the collectives, their ``async_op=True`` forms
+and ``Work.wait()``, the list forms, ProcessGroup methods) on 2 ranks, beside
+stock torch, and the calls whose group matters most on 4 ranks, on the world
+group and on a pair of ranks; forward and, through ``autograd.Function``s
+whose forward and backward call collectives (as spmd_types writes its
+collectives), backward. Each program compiles with ``fullgraph=True`` under
+the plugin (or takes the breaks it declares) (``tests/c10d_programs.py``)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ def world_results():
 
     def get(n: int) -> dict:
         if n not in cache:
-            per_rank = run_in_world(run_programs, n, NAMES, timeout=1200)
+            names = [name for name in NAMES if n in PROGRAMS[name].worlds]
+            # stock beside the plugin in the 2-rank world (the 4-rank world adds the pair groups)
+            per_rank = run_in_world(run_programs, n, names, True, n == 2, timeout=1200)
             cache[n] = {}
             for rank, results in enumerate(per_rank):
                 for r in results:
@@ -75,7 +77,7 @@ def test_compiled_equals_eager_on_every_rank(world, name, world_results):
 @pytest.mark.release
 def test_one_of_each_kind_equals_eager_on_2_ranks():
     """The per-release set: one program of each kind of row, 2 ranks."""
-    per_rank = run_in_world(run_programs, 2, RELEASE_NAMES, timeout=600)
+    per_rank = run_in_world(run_programs, 2, RELEASE_NAMES, False, False, timeout=600)  # the plugin only
     failures = []
     for rank, results in enumerate(per_rank):
         assert {r.program for r in results} == set(RELEASE_NAMES)
@@ -96,5 +98,6 @@ def test_spmd_types_all_to_all_stays_in_one_graph(world_results):
                 if program != name:
                     continue
                 assert not _failures(ranked, PROGRAMS[name]), (n, name, group)
-                assert all(r.plugin_breaks == 0 and r.stock is None and r.stock_breaks > 0 for _, r in ranked), \
+                assert all(r.plugin_breaks == 0 for _, r in ranked), (n, name, group)
+                assert all(r.stock is None and r.stock_breaks > 0 for _, r in ranked if r.stock_breaks >= 0), \
                     (n, name, group)
