@@ -20,6 +20,7 @@ PAGES = [README, *sorted(DOCS.glob("*.md"))]
 GENERATED = {
     "coverage": "docs/coverage.md",  # python -m devtools coverage --update-readme docs/coverage.md
     "stock-diff": "docs/coverage.md",
+    "c10d": "docs/coverage.md",
     "bench": "docs/benchmarks.md",  # python -m devtools bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
     "bench-warm-clients": "docs/benchmarks.md",
