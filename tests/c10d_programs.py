@@ -87,6 +87,13 @@ def all_reduce_max(x, g):
     return t
 
 
+def all_reduce_gradient(x, g):
+    # eager: the gradient passes the collective's tensor unchanged
+    t = x * 2
+    dist.all_reduce(t, group=g)
+    return t.sin()
+
+
 def all_reduce_of_input(x, g):
     dist.all_reduce(x, group=g)  # the caller's tensor, changed in place
     return x * 2
@@ -349,6 +356,7 @@ PROGRAMS: dict[str, Program] = {p.name: p for p in [
     Program("all_reduce", all_reduce, worlds=(2, 4)),
     Program("all_reduce(op=MAX)", all_reduce_max),
     Program("all_reduce of an input", all_reduce_of_input),
+    Program("all_reduce, the gradient through it", all_reduce_gradient, grad=True),
     Program("all_reduce complex", all_reduce_complex),
     Program("all_reduce, all_gather_into_tensor on a group without this rank", all_reduce_outside, worlds=(4,),
             groups=("outside",)),

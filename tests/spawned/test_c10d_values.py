@@ -24,7 +24,7 @@ WORLDS = (2, 4)
 CASES = [(n, name) for n in WORLDS for name in NAMES if n in PROGRAMS[name].worlds]
 
 # One of each kind of row, in a 2-rank world: what `-m release` runs on every release.
-RELEASE_NAMES = ["all_reduce", "all_reduce async_op=True, wait()", "all_reduce async_op=True, Work returned",
+RELEASE_NAMES = ["all_reduce", "all_reduce, the gradient through it", "all_reduce async_op=True, wait()", "all_reduce async_op=True, Work returned",
                  "broadcast", "all_gather", "reduce_scatter", "all_to_all", "pg.allreduce([t]).wait()",
                  "autograd.Function: all_to_all both ways"]
 
