@@ -10,11 +10,12 @@ generator once on each release to fill them all).
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 from dynamo_dist import _compat as C
 from dynamo_dist.variables import ALL_TABLES
 
+from .c10d import CALL_CASES
 from .cases import CASES
 
 # The releases whose stock outcomes the coverage page records, one column each.
@@ -97,8 +98,11 @@ def member_table(stock: Iterable | None = None, previous: str | None = None, ver
     ``previous`` (the page's current table)."""
     stock_of = _stock_by_member(stock or [])
     keys, ours_of, running = [], {}, {}
+    in_calls = {case.member for case in CALL_CASES}  # their own table: ``c10d_table``
     for type_name, table in ALL_TABLES.items():
         for name, member in table.items():
+            if f"{type_name}.{name}" in in_calls:
+                continue
             shown = f"`{name}()`" if member.method else f"`{name}`"
             ours = member.coverage_text()
             key = (type_name, shown)
@@ -143,6 +147,30 @@ def counts_block(diffs: str) -> str:
         shown = ", ".join(f"{n} {status}" for status, n in sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
         lines.append(f"- {column}: {shown}")
     return "\n".join(lines)
+
+
+def _cell(outcome: Any) -> str:
+    if outcome is None:
+        return "—"
+    return outcome.status + (f" ({_short(outcome.detail)})" if outcome.status != "ok" and outcome.detail else "")
+
+
+def c10d_table(plugin: Iterable, stock: Iterable, previous: str | None = None, version: str | None = None) -> str:
+    """Markdown: every torch.distributed call case (``c10d.CALL_CASES``),
+    the row of the code's tables it exercises and what that row declares,
+    its outcome with the plugin, and with stock torch, one column per tested
+    release (the running one measured, the others kept from ``previous``)."""
+    ours = {o.case: o for o in plugin}
+    theirs = {o.case: o for o in stock}
+    keys, declared = [], {}
+    for case in CALL_CASES:
+        owner, name = case.member.rsplit(".", 1)
+        keys.append((case.name,))
+        declared[case.name] = f"`{case.member}`: {ALL_TABLES[owner][name].coverage_text()}"
+    running = {(name,): _cell(theirs.get(name)) for (name,) in keys}
+    columns, cells = _stock_cells(running, keys, previous, 1, version)
+    rows = [[name, declared[name], _cell(ours.get(name)), *row] for (name,), row in zip(keys, cells)]
+    return _render(["call", "row: what dynamo_dist declares", "dynamo_dist", *columns], rows)
 
 
 def counts(outcomes: Iterable) -> dict[str, int]:

@@ -15,6 +15,8 @@ split by job:
 - ``packages``: Dynamo's packages (torch's precompile), made and installed for compile once;
 - ``aot``: AOTAutograd's partitioner, as the RNG-state fix needs it;
 - ``collective``: the ``AsyncCollectiveTensor`` backport (only where torch lacks the fix);
+- ``c10d``: torch.distributed's calls as functional collectives (their traced
+  forms) and the facts of c10d their trackers need;
 - ``dynamo_logs``: what Dynamo's logs say, read back.
 
 Supported torch: ``>=2.11,<2.16`` (``SUPPORTED_RANGE``), three slot families
@@ -44,7 +46,7 @@ try:  # 2.14+: the canonical home of compile_on_one_rank
 except ImportError:  # pragma: no cover - older torch
     _compiler_config = None
 
-from . import aot, caches, collective, packages, stock  # noqa: F401
+from . import aot, c10d, caches, collective, packages, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     ALL_GATHER_SINGLE,
     FOLDED_PRIVATE_MESH_ATTRIBUTES,
@@ -109,6 +111,11 @@ from .dynamo import (  # noqa: F401
     emit_import,
     example_value,
     frame_state,
+    in_autograd_function_forward,
+    INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD,
+    graph_mark,
+    move_to_end,
+    nodes_since,
     opcode_number,
     opcode_tables,
     stack_top,
@@ -138,6 +145,7 @@ from .dynamo import (  # noqa: F401
     is_tensor,
     is_tracker,
     known_value,
+    object_value,
     as_list,
     list_items,
     make_list,

@@ -34,9 +34,11 @@ from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder, 
 from torch._dynamo.variables.builtin import BuiltinVariable
 from torch._dynamo.variables.constant import ConstantVariable
 from torch._dynamo.variables.functions import UserFunctionVariable, UserMethodVariable
+from torch._dynamo.variables.higher_order_ops import AutogradFunctionApplyVariable
 from torch._dynamo.variables.lists import BaseListVariable, ListVariable, TupleVariable
 from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
+from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
 from torch._guards import CompileContext
 from torch.utils._config_module import _UNSET_SENTINEL
 
@@ -174,6 +176,51 @@ def graph_call(tx: Any, op: Callable[..., Any], tensors: list, constants: tuple 
         return wrap_fx_proxy(tx, proxy)
 
 
+def graph_mark(tx: Any) -> tuple[Any, frozenset]:
+    """The graph being traced now (the frame's, or a higher-order op's
+    subgraph) and the nodes it has: ``nodes_since`` tells what was added."""
+    graph = tx.output.current_tracer.graph
+    return graph, frozenset(graph.nodes)
+
+
+def nodes_since(tx: Any, mark: tuple[Any, frozenset]) -> tuple[Any, list]:
+    """The graph of ``mark`` and the operations added to it since, in order
+    (graph inputs Dynamo lifted meanwhile excluded)."""
+    graph, before = mark
+    return graph, [n for n in graph.nodes if n not in before and n.op in ("call_function", "call_method")]
+
+
+def move_to_end(tx: Any, graph: Any, nodes: list) -> bool:
+    """Move ``nodes`` (of ``graph``, in order) to the end of the graph being
+    traced now, where the next operation goes; nothing if that is another
+    graph or a node was erased. Moving an operation later is sound when
+    nothing between uses it. Whether they moved."""
+    if graph is not tx.output.current_tracer.graph or any(getattr(n, "_erased", False) for n in nodes):
+        return False
+    for node in nodes:
+        last = next(iter(reversed(graph.nodes)))
+        if last is not node:
+            last.append(node)
+    return True
+
+
+# torch 2.11 loses an autograd.Function's gradient (silently: zeros) when the
+# forward it traces as a subgraph returns a tensor it changed in place (any
+# in-place op; stock alike; 2.12 traces it right).
+INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD: bool = tuple(
+    int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 12)
+_FUNCTION_HOP = getattr(AutogradFunctionApplyVariable, "_HOP_NAME", "autograd.Function")
+
+
+def in_autograd_function_forward(tx: Any) -> bool:
+    """Whether Dynamo is tracing the forward of an ``autograd.Function``
+    (its subgraph; the backward's tracer is a child of the forward's)."""
+    tracer = tx.output.current_tracer
+    parent = getattr(tracer, "parent", None)
+    return getattr(tracer, "source_target", None) == _FUNCTION_HOP and \
+        getattr(parent, "source_target", None) != _FUNCTION_HOP
+
+
 def example_value(vt: VariableTracker) -> Any:
     """The fake value a tensor tracker's graph node computes (None if unknown)."""
     return vt.proxy.node.meta.get("example_value")
@@ -202,6 +249,20 @@ def known_value(vt: VariableTracker) -> Any:
         return vt.as_python_constant()
     except NotImplementedError:
         return NO_KNOWN_VALUE
+
+
+def object_value(vt: VariableTracker) -> Any:
+    """``known_value``, or the Python object a tracker of a plain object
+    holds (2.11 / 2.12 wrap a ``ReduceOp`` or an options struct as one,
+    answering neither ``get_real_python_backed_value`` nor as a constant);
+    else ``NO_KNOWN_VALUE``."""
+    value = known_value(vt)
+    if value is not NO_KNOWN_VALUE:
+        return value
+    realized = vt.realize() if hasattr(vt, "realize") else vt
+    if isinstance(realized, UserDefinedObjectVariable):
+        return realized.value
+    return NO_KNOWN_VALUE
 
 
 def list_items(vt: Any) -> list | None:

@@ -9,6 +9,7 @@ imports every one of them, in this order (the order of ``ALL_TABLES``).
 from .. import tracked_types
 from .device_mesh import DEVICE_MESH_MEMBERS, DeviceMeshVariable
 from .placement import PLACEMENT_MEMBERS, PlacementClassVariable, PlacementVariable
+from .collectives import WORK_MEMBERS, WorkVariable
 from .process_group import PROCESS_GROUP_MEMBERS, ProcessGroupVariable
 from .functions import DIST_FUNCTIONS, DistFunctionVariable
 from .dtensor import DTENSOR_MEMBERS, DTensorFunctionVariable
@@ -21,8 +22,8 @@ tracked_types.all_declared()
 # order; the c10d helpers functional collectives call are internal).
 ALL_TABLES: dict[str, MemberTable] = {
     table.name: table
-    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, DTENSOR_MEMBERS,
-                  DTENSOR_MODES)
+    for table in (DEVICE_MESH_MEMBERS, PLACEMENT_MEMBERS, PROCESS_GROUP_MEMBERS, DIST_FUNCTIONS, WORK_MEMBERS,
+                  DTENSOR_MEMBERS, DTENSOR_MODES)
 }
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "PlacementClassVariable",
     "PlacementVariable",
     "ProcessGroupVariable",
+    "WorkVariable",
 ]

@@ -105,8 +105,11 @@ def tensor_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, ar
 
 def unsupported_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list,
                        kwargs: dict) -> Any:
-    """BREAK: a clean graph break with the row's hint."""
+    """BREAK: a clean graph break with the row's hint (and its cause, when
+    the row names why the member cannot be in a graph)."""
     what = f"{type(vt.value).__name__}.{name}"
+    if member.cause is not None:
+        graph_break(member.cause, context=what, what=what, hint=member.hint)
     graph_break(Break.UNSUPPORTED_MEMBER, context=what, label=vt.LABEL, what=what, hint=member.hint)
 
 

@@ -108,6 +108,93 @@ class Break(enum.Enum):
         "compiled region.",
         hints=("{hint}",),  # the member table row's hint
     )
+    # -- torch.distributed calls that cannot be in a graph (a row's ``cause``;
+    #    fields: what, hint) ---------------------------------------------------
+    OBJECT_COLLECTIVE = BreakSpec(
+        gb_type="torch.distributed object collective",
+        explanation="`{what}` pickles Python objects and moves them through host memory; a graph holds tensor "
+        "operations only.",
+        hints=("{hint}",),
+    )
+    HOST_BARRIER = BreakSpec(
+        gb_type="torch.distributed barrier",
+        explanation="`{what}` blocks the host until every rank reaches it; a graph has no host synchronisation to "
+        "hold (the collectives in a graph synchronise through the tensors they produce).",
+        hints=("{hint}",),
+    )
+    NO_FUNCTIONAL_COLLECTIVE = BreakSpec(
+        gb_type="torch.distributed collective without a functional form",
+        explanation="`{what}` has no functional collective in torch (the form a graph can hold, which returns a "
+        "new tensor on every rank of the group); this one delivers to, or from, one rank.",
+        hints=("{hint}",),
+    )
+    HOST_STATE_CALL = BreakSpec(
+        gb_type="torch.distributed call on host state",
+        explanation="`{what}` reads or changes the process's distributed state on the host (a backend object, "
+        "a timeout, a profiling name); a graph cannot hold it.",
+        hints=("{hint}",),
+    )
+    BACKEND_CALL = BreakSpec(
+        gb_type="ProcessGroup call without a functional form",
+        explanation="`{what}` asks the group's backend directly and returns its handle; only the calls with a "
+        "functional collective form can be in a graph.",
+        hints=("{hint}",),
+    )
+    # -- torch.distributed calls handed to torch ---------------------------------
+    P2P_SWITCH_OFF = BreakSpec(
+        gb_type="torch.distributed point-to-point call",
+        explanation="`{what}` is point-to-point communication, which torch traces only with its switch on "
+        "(TORCHDYNAMO_ENABLE_P2P_COMPILATION=1, or torch._dynamo.config.enable_p2p_compilation), and the "
+        "switch is off.",
+        hints=("Set TORCHDYNAMO_ENABLE_P2P_COMPILATION=1 before the program starts (torch then traces isend, "
+               "irecv and batch_isend_irecv), or call it outside the compiled function.",),
+    )
+    P2P_NOT_TRACED = BreakSpec(
+        gb_type="torch.distributed point-to-point call",
+        explanation="`{what}` is point-to-point communication, which this torch cannot trace (its switch for "
+        "it, TORCHDYNAMO_ENABLE_P2P_COMPILATION, came in torch 2.12).",
+        hints=("Call it outside the compiled function, or use torch 2.12 or later with "
+               "TORCHDYNAMO_ENABLE_P2P_COMPILATION=1.",),
+    )
+    NOT_TRACED_BY_TORCH = BreakSpec(
+        gb_type="torch.distributed call torch cannot trace",
+        explanation="`{what}` is traced as stock torch traces it (its own code; for point-to-point, with its "
+        "switch on), which cannot trace this call: {reason}",
+        hints=("Call it outside the compiled function and pass the result in; for point-to-point, isend, irecv and "
+               "batch_isend_irecv are traced (with TORCHDYNAMO_ENABLE_P2P_COMPILATION=1).",),
+    )
+    FORM_NOT_TRACED = BreakSpec(
+        gb_type="torch.distributed collective not traced here",
+        explanation="`{what}` is traced as functional collectives, and tracing them failed here: {reason}",
+        hints=("Call it outside the compiled function (and tell dynamo_dist's maintainers the call and this "
+               "message: its traced form should cover it).",),
+    )
+    INPLACE_IN_FUNCTION_FORWARD = BreakSpec(
+        gb_type="collective in an autograd.Function's forward (torch 2.11)",
+        explanation="`{what}` writes its result in place inside an autograd.Function's forward; torch 2.11 loses "
+        "the function's gradient when the forward it compiles returns a tensor changed in place (any in-place "
+        "op; fixed in torch 2.12), so the function runs eagerly.",
+        hints=("Use torch 2.12 or later to compile it.",),
+    )
+    REDUCE_OP_NOT_TRACEABLE = BreakSpec(
+        gb_type="reduce op without a functional collective",
+        explanation="`{what}` was given the reduce op {op}, which functional collectives cannot run (PREMUL_SUM "
+        "carries a factor; a custom op has no name).",
+        hints=("Scale the tensor in the graph and reduce with ReduceOp.SUM, or call it outside the compiled "
+               "function.",),
+    )
+    OPTION_NOT_TRACEABLE = BreakSpec(
+        gb_type="collective option without a functional form",
+        explanation="`{what}` was given {option}, which its functional form cannot honour.",
+        hints=("Pass the default for it, or call it outside the compiled function.",),
+    )
+    LIVE_WORK = BreakSpec(
+        gb_type="wait on a collective started outside the graph",
+        explanation="`{what}` waits for a collective the backend started outside the compiled region (before it, "
+        "or eagerly at a graph break); a graph cannot wait on the backend's handle.",
+        hints=("Call wait() before the compiled function, or start the collective inside it: a collective with "
+               "async_op=True is traced there, and its wait() with it.",),
+    )
     MESH_UNDER_CONSTRUCTION = BreakSpec(
         gb_type="DeviceMesh under construction",
         explanation="Dynamo reached a DeviceMesh whose constructor has not finished (mesh creation running "
@@ -192,6 +279,20 @@ class Break(enum.Enum):
                             f"not {sorted(fields)}")
         return (f"{GB_PREFIX} {self.gb_type.format(**fields)}", self.explanation.format(**fields),
                 [hint.format(**fields) for hint in self.hints])
+
+
+# The fields a member table row's ``cause`` is filled with.
+CAUSE_FIELDS = frozenset({"what", "hint"})
+
+
+def check_causes(table: Any) -> None:
+    """Every ``cause`` of a member table's rows is a declared break that
+    takes exactly ``CAUSE_FIELDS`` (``BreakDeclarationError`` naming it)."""
+    for name, member in table.items():
+        cause = getattr(member, "cause", None)
+        if cause is not None and (not isinstance(cause, Break) or cause.fields != CAUSE_FIELDS):
+            raise BreakDeclarationError(f"member table {table.name!r}: {name}: cause {cause!r} must be a Break "
+                                        f"taking the fields {sorted(CAUSE_FIELDS)}")
 
 
 def graph_break(kind: Break, /, *, context: str, **fields: Any) -> NoReturn:

@@ -1,7 +1,11 @@
-"""torch.distributed functions that fold (``dist.get_rank(pg)`` ...) or break
-cleanly (``init_device_mesh`` inside a compiled region): their member
-tables, their tracker and their declarations (``DIST_FUNCTION``, and
-``C10D_GROUP_HELPER`` for the c10d helpers functional collectives call)."""
+"""Every public torch.distributed call in a compiled region, one row each:
+queries fold (``dist.get_rank(pg)`` ...), collectives with a functional form
+are traced as functional collectives (``variables/collectives.py``),
+point-to-point is torch's own tracing when its switch is on, and the rest
+breaks cleanly, saying why (``init_device_mesh``, ``barrier``, the object
+collectives). Their member tables, their tracker and their declarations
+(``DIST_FUNCTION``, and ``C10D_GROUP_HELPER`` for the c10d helpers
+functional collectives call)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ import torch.distributed.distributed_c10d as c10d
 from .. import _compat as C
 from ..guards import install_default_group_guard, install_identity_guard
 from ..tracked_types import TrackedType, declare
-from .breaks import Break, short_repr, short_args_repr, graph_break, log, raise_like_eager
+from .breaks import Break, check_causes, short_repr, short_args_repr, graph_break, log, raise_like_eager
+from .collectives import collective_call, p2p_call, stock_call
 from .folding import constant_args
 from .importable import ImportableObjectVariable
 from .members import Kind, Member, MemberTable
@@ -25,8 +30,14 @@ from .rebuild import Rebuild, by_import
 from .runtime_rank import runtime_rank_in
 from .wrap import wrap_value
 
-# torch.distributed functions that fold when given tracked groups.
+_CREATES_STATE = "Create process groups outside the compiled function and pass them in."
+
+# Every public torch.distributed call, with what it does in a compiled
+# region: a query folds; a collective with a functional form is traced as
+# one; point-to-point is torch's own tracing when its switch is on; the rest
+# is a graph break that says why and where to move the call.
 DIST_FUNCTIONS = MemberTable("torch.distributed", {
+    # -- queries -------------------------------------------------------------
     "get_rank": Member(Kind.RANK, method=True),
     "get_world_size": Member(Kind.FOLD, method=True),
     "get_process_group_ranks": Member(Kind.FOLD, method=True),
@@ -34,18 +45,73 @@ DIST_FUNCTIONS = MemberTable("torch.distributed", {
     "is_initialized": Member(Kind.FOLD, method=True),
     "get_group_rank": Member(Kind.FOLD, method=True),
     "get_global_rank": Member(Kind.FOLD, method=True),
+    "get_backend_config": Member(Kind.FOLD, method=True),
+    "get_default_backend_for_device": Member(Kind.FOLD, method=True),
+    # (a reduce op: stock reads it where the release's Dynamo can)
+    "supports_complex": Member(Kind.STOCK, method=True),
+    "is_available": Member(Kind.FOLD, method=True),
+    "is_backend_available": Member(Kind.FOLD, method=True),
+    **{f"is_{backend}_available": Member(Kind.FOLD, method=True) for backend in ("gloo", "nccl", "mpi", "ucc", "xccl")},
+    "is_torchelastic_launched": Member(Kind.FOLD, method=True),
+    "get_node_local_rank": Member(Kind.FOLD, method=True),
+    # -- collectives with a functional form ----------------------------------
+    **{name: Member(Kind.COLLECTIVE, method=True) for name in (
+        "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
+        "reduce_scatter_tensor", "reduce_scatter_single", "all_to_all_single", "all_to_all", "all_reduce_coalesced",
+        "all_gather_coalesced")},
+    # -- point-to-point --------------------------------------------------------
+    **{name: Member(Kind.P2P, method=True) for name in ("isend", "irecv", "send", "recv", "batch_isend_irecv",
+                                                         "P2POp")},
+    # -- collectives without one ------------------------------------------------
+    "reduce": Member(Kind.BREAK, method=True, cause=Break.NO_FUNCTIONAL_COLLECTIVE,
+                     hint="Use all_reduce (every rank gets the result), which is traced, or call reduce outside "
+                     "the compiled function."),
+    **{name: Member(Kind.BREAK, method=True, cause=Break.NO_FUNCTIONAL_COLLECTIVE,
+                    hint="Use all_gather_into_tensor (every rank gets the result), which is traced, or call it "
+                    "outside the compiled function.")
+       for name in ("gather", "gather_into_tensor", "gather_single")},
+    "scatter": Member(Kind.BREAK, method=True, cause=Break.NO_FUNCTIONAL_COLLECTIVE,
+                      hint="Use broadcast of the whole tensor, or all_to_all_single, which are traced, or call "
+                      "scatter outside the compiled function."),
+    # -- object collectives -------------------------------------------------------
+    **{name: Member(Kind.BREAK, method=True, cause=Break.OBJECT_COLLECTIVE,
+                    hint="Exchange the objects outside the compiled function and pass the result in, or send "
+                    "tensors with the tensor collectives, which are traced.")
+       for name in ("all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
+                    "send_object_list", "recv_object_list")},
+    # -- barriers -----------------------------------------------------------------
+    **{name: Member(Kind.BREAK, method=True, cause=Break.HOST_BARRIER,
+                    hint="Call it outside the compiled function, before or after the call. Inside, the collectives "
+                    "order the ranks through the tensors they produce.")
+       for name in ("barrier", "monitored_barrier", "breakpoint")},
+    # -- host state ---------------------------------------------------------------
+    "get_backend_impl": Member(Kind.BREAK, method=True, cause=Break.HOST_STATE_CALL,
+                               hint="Read the backend outside the compiled function and pass in what you need."),
+    # (stock reads the count and guards it: a group made later recompiles)
+    "get_pg_count": Member(Kind.STOCK, method=True),
+    "get_debug_level": Member(Kind.BREAK, method=True, cause=Break.HOST_STATE_CALL,
+                              hint="Read it outside the compiled function (set_debug_level changes it)."),
+    "set_timeout": Member(Kind.BREAK, method=True, cause=Break.HOST_STATE_CALL,
+                          hint="Set timeouts outside the compiled function."),
+    "record_comm": Member(Kind.BREAK, method=True, cause=Break.HOST_STATE_CALL,
+                          hint="Enter it outside the compiled function. Inside, collectives are graph operations, "
+                          "which the graph names."),
+    # -- groups and meshes ----------------------------------------------------------
     "init_device_mesh": Member(
         Kind.BREAK,
         method=True,
         hint="Create the mesh once, outside the compiled function, and pass it in "
         "(or read it from a global).",
     ),
-    "new_group": Member(
-        Kind.BREAK,
-        method=True,
-        hint="Create process groups outside the compiled function and pass them in.",
-    ),
+    **{name: Member(Kind.BREAK, method=True, hint=_CREATES_STATE)
+       for name in ("new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group", "shrink_group")},
+    "init_process_group": Member(Kind.BREAK, method=True,
+                                 hint="Initialise the default group once, before compiling."),
+    "destroy_process_group": Member(Kind.BREAK, method=True,
+                                    hint="Destroy groups outside the compiled function, once compiled code no "
+                                    "longer runs on them."),
 }, calls_only=True)
+check_causes(DIST_FUNCTIONS)
 
 # c10d helpers that functional collectives call on the group they are given
 # (stock folds them only for its own group tracker). Internal: not in the
@@ -94,8 +160,11 @@ CallHandler = Callable[["DistFunctionVariable", Any, Member, list, dict], Any]
 
 
 def unsupported_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
-    """BREAK: a clean graph break with the row's hint."""
+    """BREAK: a clean graph break with the row's hint, and its cause (it
+    creates distributed state, unless the row says why else)."""
     what = f"torch.distributed.{vt.name}"
+    if member.cause is not None:
+        graph_break(member.cause, context=what, what=what, hint=member.hint)
     graph_break(Break.UNSUPPORTED_CALL, context=what, what=what, hint=member.hint)
 
 
@@ -128,6 +197,9 @@ class DistFunctionVariable(ImportableObjectVariable):
     KIND_HANDLERS: ClassVar[Mapping[Kind, CallHandler]] = {
         Kind.FOLD: fold_call,
         Kind.RANK: rank_call,
+        Kind.COLLECTIVE: collective_call,
+        Kind.P2P: p2p_call,
+        Kind.STOCK: stock_call,
         Kind.BREAK: unsupported_call,
     }
 
@@ -148,13 +220,20 @@ class DistFunctionVariable(ImportableObjectVariable):
 
 
 DIST_FUNCTIONS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")
+DIST_FUNCTIONS.require_named_handlers(C.c10d.TRACED_FORMS, "_compat.c10d.TRACED_FORMS",
+                                      rows=lambda name, member: member.kind is Kind.COLLECTIVE)
 C10D_GROUP_HELPERS.require_handlers(DistFunctionVariable.KIND_HANDLERS, "DistFunctionVariable.KIND_HANDLERS")
 
 
+# What a torch.distributed call is: a Python function, a builtin
+# (``get_debug_level``), or a class called for its instance (``P2POp``).
+_CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, type)
+
+
 def _functions(name: str, objects: Callable[[], dict[Any, str]], members: MemberTable) -> TrackedType:
-    """The functions of a table: folded or broken as their rows say, each
-    guarded as itself and rebuilt by import."""
-    return TrackedType(name=name, python_type=types.FunctionType, objects=objects, tracker=DistFunctionVariable,
+    """The functions of a table: folded, traced or broken as their rows
+    say, each guarded as itself and rebuilt by import."""
+    return TrackedType(name=name, python_type=_CALLABLE_TYPES, objects=objects, tracker=DistFunctionVariable,
                        members=members, guard=install_identity_guard, rebuild=by_import)
 
 

@@ -42,13 +42,24 @@ class Kind(enum.Enum):
     TENSOR = "tensor built in the graph from the folded rank table"
     # One graph call with the mesh and placements folded in (DTensor rows).
     DTENSOR_OP = "one graph call, mesh and placements (any sequence) folded in"
+    # A torch.distributed collective traced as functional collectives, its
+    # result written back into its tensors as eager does; with async_op=True
+    # (and a ProcessGroup's methods) a Work whose wait() is where the graph waits.
+    COLLECTIVE = "traced as functional collectives, written back in place; async_op=True: a Work, its wait() traced"
+    # Point-to-point: torch's own tracing when its switch is on, else a break.
+    P2P = "torch's functional point-to-point with TORCHDYNAMO_ENABLE_P2P_COMPILATION=1, else graph break with hint"
+    # Traced as stock traces it (torch's own code, guarded as stock guards
+    # it): where stock is already right, and a fold would not be sound.
+    STOCK = "traced as stock traces it"
+    # A Work's wait(): where the graph waits for the collective that made it.
+    WAIT = "where the graph waits for its collective (a Work made in the graph)"
     # A clean graph break with the row's hint.
     BREAK = "graph break with hint"
 
 
 # Kinds whose handlers compute a call's answer (a runtime rank op, the group
 # of a mesh dim, a DTensor operation): their rows are methods or functions.
-_CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP})
+_CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP, Kind.COLLECTIVE, Kind.P2P, Kind.STOCK, Kind.WAIT})
 
 # Row outcomes the coverage page spells out (a FOLD answer that stays tracked).
 TRACKED_MESH = "tracked mesh (no graph node)"
@@ -69,6 +80,11 @@ class Member:
     # What the coverage page says the plugin does, where it says more than
     # the Kind's own description (``Kind.FOLD`` answering a tracked mesh).
     outcome: str = ""
+    # BREAK rows only: the declared graph break (a ``variables.breaks.Break``
+    # whose fields are ``what`` and ``hint``) that says why the member cannot
+    # be in a graph; None: the tracker's own (it creates distributed state, it
+    # is not supported).
+    cause: Any = None
 
     def problems(self) -> list[str]:
         """What is wrong with this row as declared (nothing: ``[]``)."""
@@ -86,6 +102,8 @@ class Member:
                 found.append("a BREAK row's coverage text is its hint; it takes no outcome")
         elif self.hint:
             found.append(f"only BREAK rows have a hint; this row is {self.kind.name}")
+        if self.cause is not None and (self.kind is not Kind.BREAK or not hasattr(self.cause, "gb_type")):
+            found.append(f"only BREAK rows have a cause, a declared graph break, not {self.cause!r}")
         if self.kind in _CALL_KINDS and self.method is False:
             found.append(f"a {self.kind.name} row is a method (its handler computes a call), "
                          "but method=False")
@@ -94,7 +112,8 @@ class Member:
     def coverage_text(self) -> str:
         """What the plugin does with this member, as the coverage page says it."""
         if self.kind is Kind.BREAK:
-            return f"graph break, hint: {self.hint.split(':')[0].split('. ')[0].rstrip('.')}"
+            why = f" ({self.cause.gb_type})" if self.cause is not None else ""
+            return f"graph break{why}, hint: {self.hint.split(':')[0].split('. ')[0].rstrip('.')}"
         return self.outcome or self.kind.value
 
 

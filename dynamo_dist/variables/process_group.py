@@ -14,6 +14,8 @@ from ..caching import keys
 from ..guards import install_group_guard
 from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable
+from .breaks import Break, check_causes
+from .collectives import group_collective
 from .classes import DistClassVariable
 from .identity import Identity
 from .members import Kind, Member, MemberTable
@@ -27,17 +29,32 @@ PROCESS_GROUP_MEMBERS = MemberTable("ProcessGroup", {
     "group_desc": Member(Kind.FOLD),
     "_get_backend_name": Member(Kind.FOLD, method=True),
     "name": Member(Kind.FOLD, method=True),
-    **{
-        op: Member(
-            Kind.BREAK,
-            method=True,
-            hint="Use the functional collectives, which compile into the graph: "
-            "torch.distributed._functional_collectives.all_reduce(t, 'sum', pg), "
-            "all_gather_tensor, reduce_scatter_tensor, all_to_all_single.",
-        )
-        for op in ("allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall", "barrier", "send", "recv")
-    },
+    # Its collectives: traced as torch.distributed's (always asynchronous:
+    # the Work they return waits where its wait() is).
+    **{op: Member(Kind.COLLECTIVE, method=True) for op in (
+        "allreduce", "allreduce_coalesced", "broadcast", "allgather", "reduce_scatter", "alltoall", "alltoall_base",
+        "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced")},
+    **{op: Member(Kind.BREAK, method=True, cause=Break.NO_FUNCTIONAL_COLLECTIVE,
+                  hint="Use torch.distributed's all_reduce, all_gather_into_tensor or broadcast (or this group's "
+                  "allreduce, allgather, broadcast), which are traced, or call it outside the compiled function.")
+       for op in ("reduce", "gather", "scatter")},
+    **{op: Member(Kind.BREAK, method=True, cause=Break.BACKEND_CALL,
+                  hint="Use torch.distributed.isend / irecv with TORCHDYNAMO_ENABLE_P2P_COMPILATION=1 (torch traces "
+                  "them), or call it outside the compiled function.")
+       for op in ("send", "recv", "recv_anysource")},
+    **{op: Member(Kind.BREAK, method=True, cause=Break.HOST_BARRIER,
+                  hint="Call it outside the compiled function, before or after the call. Inside, the collectives "
+                  "order the ranks through the tensors they produce.")
+       for op in ("barrier", "monitored_barrier")},
+    **{op: Member(Kind.BREAK, method=True, cause=Break.HOST_STATE_CALL,
+                  hint="Call it outside the compiled function.")
+       for op in ("abort", "shutdown", "set_timeout")},
 })
+
+
+check_causes(PROCESS_GROUP_MEMBERS)
+PROCESS_GROUP_MEMBERS.require_named_handlers(C.c10d.GROUP_METHOD_FORMS, "_compat.c10d.GROUP_METHOD_FORMS",
+                                             rows=lambda name, member: member.kind is Kind.COLLECTIVE)
 
 
 class WorldHolderVariable(C.ValueTracker):
@@ -59,6 +76,7 @@ class ProcessGroupVariable(DistObjectVariable):
     MEMBERS = PROCESS_GROUP_MEMBERS
     LABEL = "ProcessGroup"
     STATE = ("mesh_dim",)
+    KIND_HANDLERS = {**DistObjectVariable.KIND_HANDLERS, Kind.COLLECTIVE: group_collective}
 
     def __init__(self, value: Any, mesh_dim: tuple | None = None, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)

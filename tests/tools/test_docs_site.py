@@ -21,6 +21,7 @@ GENERATED = {
     "coverage": "docs/coverage.md",  # python -m devtools coverage --update-readme docs/coverage.md
     "stock-diff": "docs/coverage.md",
     "stock-diff-counts": "docs/coverage.md",
+    "c10d": "docs/coverage.md",
     "bench": "docs/benchmarks.md",  # python -m devtools bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
     "bench-warm-clients": "docs/benchmarks.md",

@@ -37,7 +37,7 @@ def test_demo_script_report_and_torch_logs(tmp_path):
                                 "collectives": 4}
     assert [(b["line"], b["origin"], b["gb_type"]) for b in report["breaks"]] == [
         (demo_line('print("step done")'), "stock Dynamo", "Failed to trace builtin operator"),
-        (demo_line("tp.barrier()"), "dynamo_dist", "dynamo_dist: unsupported ProcessGroup member"),
+        (demo_line("tp.barrier()"), "dynamo_dist", "dynamo_dist: torch.distributed barrier"),
     ]
     reasons = [r["reason"] for r in report["recompiles"]]
     assert reasons[0] == "`placements[0]` changed from Shard(dim=0) to Replicate()"
@@ -51,7 +51,7 @@ def test_demo_script_report_and_torch_logs(tmp_path):
     # TORCH_LOGS="+dynamo_dist" shows the plugin's decisions, through torch's log formatting
     assert "folded ProcessGroup.size() -> 4" in proc.stderr
     assert "guard dynamo_dist: `L['mesh']`" in proc.stderr
-    assert "graph break dynamo_dist: unsupported ProcessGroup member" in proc.stderr
+    assert "graph break dynamo_dist: torch.distributed barrier" in proc.stderr
 
 
 def test_under_torchrun_rank0_prints_and_compares(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from dynamo_dist import _compat as C
 from devtools.coverage.tables import (
     TESTED_VERSIONS,
+    c10d_table,
     counts_block,
     differences_table,
     member_table,
@@ -19,6 +20,7 @@ from devtools.coverage.tables import (
     read_block,
     stock_column,
 )
+from devtools.coverage.c10d import CALL_CASES, as_expected, run_all_calls
 from devtools.coverage.cases import CASES, CLEAN_BREAK, run_all
 
 COVERAGE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
@@ -74,3 +76,21 @@ def test_coverage_tables_keep_other_releases_columns(outcomes):
     for version in TESTED_VERSIONS:
         if version != other:
             assert fresh[stock_column(version)] == kept[stock_column(version)]
+
+
+@pytest.fixture(scope="module")
+def call_outcomes():
+    return run_all_calls(plugin=True), run_all_calls(plugin=False)
+
+
+def test_c10d_table_matches_a_fresh_measurement(call_outcomes):
+    """The coverage page's torch.distributed table: the plugin's column and
+    this release's stock column equal a fresh measurement, every case as its
+    row declares (the other releases' columns are kept, measured there)."""
+    plugin, stock = call_outcomes
+    for case, ours, theirs in zip(CALL_CASES, plugin, stock):
+        assert as_expected(case, ours, theirs), (case.name, ours, theirs)
+    calls = read_block(COVERAGE_PAGE.read_text(), "c10d")
+    hint = "run `python -m devtools coverage --update-readme docs/coverage.md`"
+    assert stock_column(C.torch_version()) in calls.splitlines()[0], hint
+    assert calls == c10d_table(plugin, stock, previous=calls), hint

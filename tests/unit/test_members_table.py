@@ -2,6 +2,7 @@
 
 import pytest
 
+from devtools.coverage.c10d import CALL_CASES
 from devtools.coverage.cases import CASES
 from dynamo_dist.variables.base import DistObjectVariable
 from dynamo_dist.variables import ALL_TABLES
@@ -18,7 +19,7 @@ def test_every_break_row_has_a_concrete_hint():
 
 
 def test_every_member_is_exercised_by_a_case():
-    covered = {m for case in CASES for m in case.members}
+    covered = {m for case in CASES for m in case.members} | {case.member for case in CALL_CASES}
     for type_name, table in ALL_TABLES.items():
         for name in table:
             assert f"{type_name}.{name}" in covered, f"{type_name}.{name} has no case"
@@ -107,4 +108,7 @@ def test_the_coverage_text_of_a_row():
     assert ALL_TABLES["DeviceMesh"]["__getitem__"].coverage_text() == "tracked mesh (no graph node)"
     assert ALL_TABLES["DeviceMesh"]["get_all_groups"].coverage_text() == "tuple/list of tracked process groups"
     assert ALL_TABLES["ProcessGroup"]["barrier"].coverage_text() == (
-        "graph break, hint: Use the functional collectives, which compile into the graph")
+        "graph break (torch.distributed barrier), hint: Call it outside the compiled function, before or after the "
+        "call")
+    assert ALL_TABLES["torch.distributed"]["new_group"].coverage_text() == (
+        "graph break, hint: Create process groups outside the compiled function and pass them in")
