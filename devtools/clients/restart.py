@@ -24,6 +24,7 @@ eager|`` over steps and ranks, or the error's last line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -35,6 +36,7 @@ from typing import Any, Sequence
 
 import torch
 
+import dynamo_dist
 from devtools import PLUGIN, STOCK
 from devtools.bench import warm_clients
 from devtools.bench.warm_start import _child_env
@@ -58,7 +60,9 @@ def job_on_rank(side: str, name: str, cache_root: str, steps: int, layout: str =
     """This rank's part of one job (module level: run in a spawned rank)."""
     torch.set_num_threads(1)  # the ranks share the machine's cores
     row = warm_clients.ROWS[name]
-    with rank_caches(cache_root, shared=layout == SHARED):
+    # Saved with the plugin installed on its side, as a program that installs it once saves.
+    installed = dynamo_dist.enabled() if side == PLUGIN else contextlib.nullcontext()
+    with installed, rank_caches(cache_root, shared=layout == SHARED):
         eager, compiled = run_driver(row.client, "run_case", row.case, steps=steps, modes=("eager", side),
                                      backend="inductor", explain=False)
     error = eager.error or compiled.error
