@@ -202,13 +202,23 @@ class Row:
     fault: str | None = None
 
 
+# c10d looks up the name of each connection's addresses for its log lines
+# (``getnameinfo``), which asks DNS for a loopback address: where DNS drops
+# the query (this machine's does, now and then) a connection waits the
+# resolver's 5 s timeout. The simulated ranks and the server ask with a
+# 1 s timeout and one attempt (glibc's ``RES_OPTIONS``), where not set.
+RESOLVER = ("RES_OPTIONS", "timeout:1 attempts:1")
+
+
 def _server() -> tuple[subprocess.Popen, int]:
     """A TCPStore server in a process of its own; (the process, its port)."""
     code = ("import sys, torch.distributed as dist\n"
             "s = dist.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False)\n"
             "print(s.port, flush=True)\n"
             "sys.stdin.read()\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = {RESOLVER[0]: RESOLVER[1], **os.environ}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
     return proc, int(proc.stdout.readline())
 
 
@@ -234,6 +244,9 @@ def _ranks_of(process: int, row: Row) -> range:
 
 def _run_ranks(process: int, row: Row, port: int, hosts_root: str, barrier: Any, out: Any) -> None:
     """One process's ranks (threads), each with its own connection."""
+    # The ranks yield the cores to the store's process (it has a machine of
+    # its own in a job) and to whatever else runs here.
+    os.nice(10)
     threading.stack_size(256 * 1024)
     ranks = _ranks_of(process, row)
     lock = threading.Lock()
@@ -248,7 +261,11 @@ def _run_ranks(process: int, row: Row, port: int, hosts_root: str, barrier: Any,
                 return True
         return first
 
-    clients, nodes = {}, {}
+    # The process's ranks connect one after the other: a TCPStore connection
+    # is made holding the GIL, and a thousand threads queued on it would
+    # thrash the machine; the ranks then start together.
+    clients: dict[int, Counted] = {}
+    nodes: dict[int, Any] = {}
     for rank in ranks:
         host = rank // HOST_RANKS
         inner = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=600))
@@ -316,6 +333,7 @@ def _released(record: dict[str, Any]) -> float | None:
 
 def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
     """One row (see the module docstring)."""
+    os.environ.setdefault(*RESOLVER)  # before the forkserver starts: the ranks' processes inherit it
     server, port = _server()
     hosts_root = tempfile.mkdtemp(prefix="dynamo_dist_scale_", dir=_spool_root())
     stopper = None
@@ -328,16 +346,19 @@ def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
                  for p in range(row.processes)]
         fault = f", {row.fault}" if row.fault else ""
         progress(f"{row.protocol}, {row.ranks} ranks, {row.payload / 1e6:.1f} MB{fault}: {row.processes} processes")
+        started = time.monotonic()
         for p in procs:
             p.start()
         barrier.wait(timeout=600)
         connected = _memory(server.pid)
+        progress(f"  {row.ranks} ranks connected in {time.monotonic() - started:.1f} s")
         if row.fault == "store_slowed":
             stopper = _Stopper(server.pid)
             stopper.start()
         records: list[dict[str, Any]] = []
         for _ in procs:
             records += out.get(timeout=1200)[1]
+        progress(f"  every rank done {time.monotonic() - started:.1f} s after the start")
         if stopper is not None:
             stopper.stop()
         after = _memory(server.pid)
@@ -446,23 +467,23 @@ def measure_rows(rows: list[Row], repeats: int, progress: Callable[[str], None])
     return [_median_row(samples[row]) for row in rows]
 
 
-def processes_for(ranks: int, most: int) -> int:
-    """Processes for ``ranks`` simulated ranks: one up to 256 threads, else
-    ``most`` (whole hosts in each)."""
-    return 1 if ranks <= 256 else most
+def processes_for(ranks: int, threads: int) -> int:
+    """Processes for ``ranks`` simulated ranks, at most ``threads`` in each
+    (more threads to one interpreter queue on its lock)."""
+    return max(1, -(-ranks // threads))
 
 
 def tasks(cfg: Any) -> list[Task]:
     found = []
     for ranks, payload, protocols in cfg.once_scale_grid:
-        rows = [Row(p, ranks, payload, processes_for(ranks, cfg.once_scale_processes), cfg.once_scale_compile_s,
+        rows = [Row(p, ranks, payload, processes_for(ranks, cfg.once_scale_threads), cfg.once_scale_compile_s,
                     cfg.once_scale_stale_s) for p in protocols]
         repeats = cfg.once_scale_repeats if ranks <= cfg.once_scale_repeat_up_to else 1
         found.append(Task(f"compile_once_scale {ranks} ranks, {payload / 1e6:.1f} MB",
                           lambda progress, rows=rows, repeats=repeats: {
                               "kind": "group", "rows": measure_rows(rows, repeats, progress)}))
     ranks, payload = cfg.once_scale_fault_size
-    faults = [Row(NEW, ranks, payload, processes_for(ranks, cfg.once_scale_processes), cfg.once_scale_compile_s,
+    faults = [Row(NEW, ranks, payload, processes_for(ranks, cfg.once_scale_threads), cfg.once_scale_compile_s,
                   cfg.once_scale_fault_stale_s, fault) for fault in FAULTS]
     found.append(Task(f"compile_once_scale faults at {ranks} ranks",
                       lambda progress: {"kind": "group", "rows": measure_rows(faults, 1, progress)}))

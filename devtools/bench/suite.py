@@ -85,11 +85,11 @@ class Config:
     once_sim_payload: int
     once_clients: tuple[str, ...]  # compile_once.CLIENT_ROWS
     once_client_repeats: int
-    # Compile once at scale: (ranks, payload bytes, protocols) per group of rows; processes for more
-    # than 256 ranks; each graph's simulated compile; stale_s (a tick every third); repeats of the
-    # groups up to once_scale_repeat_up_to ranks (one run each above); the fault rows' size and stale_s.
+    # Compile once at scale: (ranks, payload bytes, protocols) per group of rows; simulated ranks
+    # (threads) per process; each graph's simulated compile; stale_s (a tick every third); repeats of
+    # the groups up to once_scale_repeat_up_to ranks (one run each above); the fault rows' size and stale_s.
     once_scale_grid: tuple[tuple[int, int, tuple[str, ...]], ...]
-    once_scale_processes: int
+    once_scale_threads: int
     once_scale_compile_s: float
     once_scale_stale_s: float
     once_scale_repeats: int
@@ -115,7 +115,7 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
                                (256, 2_700_000, ("new", "old")), (1024, 2_700_000, ("new", "old")),
                                (4096, 2_700_000, ("new",)), (16384, 2_700_000, ("new",)),
                                (1024, 50_000_000, ("new",))),
-              once_scale_processes=16, once_scale_compile_s=10.0, once_scale_stale_s=30.0, once_scale_repeats=3,
+              once_scale_threads=256, once_scale_compile_s=10.0, once_scale_stale_s=30.0, once_scale_repeats=3,
               once_scale_repeat_up_to=1024, once_scale_fault_size=(16384, 2_700_000), once_scale_fault_stale_s=6.0,
               planner_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
@@ -128,7 +128,7 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
               once_model="mlp", once_size="tiny", once_worlds=(2,), once_repeats=1, once_timeout=600,
               once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000,
               once_clients=(), once_client_repeats=1,
-              once_scale_grid=((16, 100_000, ("new", "old")),), once_scale_processes=2, once_scale_compile_s=0.5,
+              once_scale_grid=((16, 100_000, ("new", "old")),), once_scale_threads=8, once_scale_compile_s=0.5,
               once_scale_stale_s=3.0, once_scale_repeats=1, once_scale_repeat_up_to=16,
               once_scale_fault_size=(16, 100_000), once_scale_fault_stale_s=1.5, planner_repeats=1)
 

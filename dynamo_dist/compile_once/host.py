@@ -14,16 +14,17 @@ above one, the ranks of a node (torchrun's ``GROUP_RANK``), in a directory
 per node under ``config.compile_once_host_dir`` (default: the node's
 temporary folder); otherwise the ranks that share inductor's cache dir
 (torch's default is one per user on a host). A spool is named by
-the digest of its bytes and checked against it when read, so what a spool
-holds is what was sent, from this job or an earlier one; spools and lease
-files older than the longest wait are removed when a new spool is written.
+the digest of its bytes (only bytes of that digest are spooled, and whole:
+written aside, then renamed), so what a spool holds is what was sent, from
+this job or an earlier one; spools and lease files older than the longest
+wait are removed when a new spool is written.
 
 Faults: a rank that dies holding the lease releases it with its process
-(the lock is the kernel's ``flock``), and the next neighbour downloads; a
-neighbour that holds it past the bound (a stuck download) is not waited for
-past it: the waiter downloads itself. A waiting neighbour blocks in the
-kernel (a thread of its own takes the lock, so the wait can end at the
-bound): it costs no CPU and wakes when the lease is released.
+(the lock is the kernel's ``flock``), and the next neighbour downloads. A
+waiting neighbour blocks in the kernel: it costs no CPU and wakes when the
+lease is released, which the holder's download bounds (it waits at most
+``stale_s`` for its turn at the store, and the store's or the fleet cache's
+own timeouts bound the transfer).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ import getpass
 import hashlib
 import os
 import tempfile
-import threading
 import time
-from typing import Iterator
+from typing import Callable
 
 from .. import _compat as C
 from .. import config
@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - not a POSIX system
     fcntl = None  # type: ignore[assignment]
 
 SPOOL, LEASE = ".bundle", ".lease"
+VIA_HOST = "host"  # a payload read from the host's spool
 
 
 def digest(payload: bytes) -> str:
@@ -101,13 +102,14 @@ class Host:
         return os.path.join(self.directory, name + suffix)
 
     def read(self, name: str) -> bytes | None:
-        """The spool of digest ``name``, or None (none yet, or damaged)."""
+        """The spool of digest ``name``, or None (none yet). Only bytes of
+        that digest are spooled, whole (``write``); a payload carries its own
+        digest too (``bundles``), checked where it is loaded."""
         try:
             with open(self._path(name, SPOOL), "rb") as f:
-                data = f.read()
+                return f.read()
         except OSError:
             return None
-        return data if digest(data) == name else None
 
     def write(self, name: str, payload: bytes) -> None:
         """Spool ``payload`` (whole or not at all); old spools go."""
@@ -133,54 +135,43 @@ class Host:
                     if entry.stat().st_mtime < cutoff:
                         os.unlink(entry.path)
 
-    @contextlib.contextmanager
-    def lease(self, name: str, wait_s: float) -> Iterator[bool]:
-        """Hold the host's lease on digest ``name`` for the block (True), or
-        (False) after ``wait_s`` without it: a neighbour holds it that long."""
-        os.makedirs(self.directory, exist_ok=True)
-        fd = os.open(self._path(name, LEASE), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            held = _take(fd, wait_s)
-        except BaseException:
-            os.close(fd)
-            raise
-        if not held:  # the taker closes the descriptor when it gets the lock, or got it late
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            os.close(fd)  # releases the lock
+    def fetch(self, name: str, download: Callable[[], tuple[bytes, str]]) -> tuple[bytes, str]:
+        """The payload of digest ``name`` and where it came from: the spool
+        (``VIA_HOST``), or ``download()``'s answer where this rank is the
+        host's first to need it (the payload is then spooled). The first
+        takes the lease exclusively while it downloads; the others wait for
+        it shared, in the kernel, so all of them wake when it lets go and
+        read the spool at once. The wait is bounded by the download (itself
+        bounded: ``store.py``); a neighbour that dies holding the lease lets
+        go with its process, and the next rank downloads."""
+        while True:
+            spooled = self.read(name)
+            if spooled is not None:
+                return spooled, VIA_HOST
+            os.makedirs(self.directory, exist_ok=True)
+            fd = os.open(self._path(name, LEASE), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if _lock(fd, exclusive=True, wait=False):
+                    spooled = self.read(name)  # spooled while this rank opened the lease
+                    if spooled is not None:
+                        return spooled, VIA_HOST
+                    payload, via = download()
+                    if digest(payload) == name:
+                        with contextlib.suppress(OSError):  # a full disk: the neighbours download too
+                            self.write(name, payload)
+                    return payload, via
+                _lock(fd, exclusive=False, wait=True)  # until the downloading neighbour lets go
+            finally:
+                os.close(fd)  # lets go of the lease
 
 
-def _take(fd: int, wait_s: float) -> bool:
-    """Lock ``fd`` exclusively within ``wait_s``. On False the descriptor
-    belongs to a thread that still waits for the lock and lets it go at
-    once (the caller must not use or close it)."""
+def _lock(fd: int, exclusive: bool, wait: bool) -> bool:
+    """Lock ``fd`` (exclusively, or shared), waiting for it or not."""
     if fcntl is None:  # pragma: no cover - not a POSIX system: no lease, every rank downloads
         return True
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode if wait else mode | fcntl.LOCK_NB)
         return True
     except BlockingIOError:
-        pass
-    got = threading.Event()
-    state = {"gave_up": False}
-    lock = threading.Lock()
-
-    def take() -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # in the kernel, no CPU, until the holder lets go
-        with lock:
-            if state["gave_up"]:
-                os.close(fd)
-                return
-            got.set()
-
-    threading.Thread(target=take, name="dynamo_dist host lease", daemon=True).start()
-    if got.wait(max(wait_s, 0.0)):
-        return True
-    with lock:
-        if got.is_set():
-            return True
-        state["gave_up"] = True
-    return False
+        return False

@@ -23,6 +23,12 @@ Store keys, under ``<namespace>/<cache key>/``:
 - ``data/<i>``: the artifact bytes in chunks of at most ``CHUNK`` bytes
   (TCPStore's server refuses a message over 8 MiB), unless the fleet cache
   holds them (``fleet``);
+- ``fetching``, ``slot/<n>``: downloads from the store take a ticket; the
+  n-th waits for the (n - ``SLOTS``)-th to finish (its ``slot``), so the
+  store serves at most ``SLOTS`` downloads at once: its memory holds the
+  payload and at most ``SLOTS`` responses, however many hosts download,
+  and small requests (the other ranks' signals) are not queued behind
+  thousands of megabytes;
 - ``left``: how many waiters are done with the key.
 
 **Waiting** is the store's blocking ``wait`` on the next tick, bounded by
@@ -45,7 +51,7 @@ serves each payload at most once per host besides the one upload: (hosts +
 **The store is left as it was found.** When the last waiter leaves a key
 every rank of the world entered, it closes the key (``compare_set`` of
 ``claim`` to ``CLOSED`` more, which fails where a rank entered meanwhile)
-and deletes its chunks, ticks and ``left``: what stays of a graph is
+and deletes its chunks, ticks, slots and counts: what stays of a graph is
 ``claim`` and ``done`` (about 200 bytes). A key some ranks never entered (they
 hit their caches, or compiled other graphs) is closed by the rank that
 published it, at its next compile once ``GRACE_S`` have passed. A rank that
@@ -64,14 +70,15 @@ import time
 from typing import Any
 
 from .fleet import Fleet, FleetError
-from .host import Host, digest
+from .host import VIA_HOST, Host, digest
 
 CHUNK = 4 << 20
+SLOTS = 16  # downloads the store serves at once
 TICKS_PER_STALE = 3
 CLOSED = 1 << 40  # added to a closed key's claim: a rank that enters it then knows
 GRACE_S = 300.0  # a key some ranks never entered is closed this long after its publish
 FLEET = "fleet"
-VIA_STORE, VIA_HOST, VIA_FLEET = "store", "host", "fleet"  # where a rank's copy of the bytes came from
+VIA_STORE, VIA_FLEET = "store", "fleet"  # where a rank's copy of the bytes came from (and VIA_HOST)
 
 
 class Decision(enum.Enum):
@@ -233,15 +240,7 @@ class JobStore:
     def _fetch(self, cache_key: str, done: _Done) -> tuple[bytes, str]:
         if self.host is None:
             return self._download(cache_key, done)
-        with self.host.lease(done.name, self.stale_s) as held:
-            spooled = self.host.read(done.name)
-            if spooled is not None:
-                return spooled, VIA_HOST
-            payload, via = self._download(cache_key, done)
-            if held and digest(payload) == done.name:
-                with contextlib.suppress(OSError):  # a full disk: the neighbours download too
-                    self.host.write(done.name, payload)
-            return payload, via
+        return self.host.fetch(done.name, lambda: self._download(cache_key, done))
 
     def _download(self, cache_key: str, done: _Done) -> tuple[bytes, str]:
         if done.chunks is None:
@@ -249,7 +248,18 @@ class JobStore:
                 raise FleetError("its artifacts are in the fleet cache, which this rank does not reach (torch's "
                                  "remote cache is off here, or its Redis does not answer)")
             return self.fleet.get(done.name), VIA_FLEET
-        chunks = [self._op("get", self._key(cache_key, f"data/{i}")) for i in range(done.chunks)]
+        ticket = self._op("add", self._key(cache_key, "fetching"), 1)
+        if ticket > SLOTS:  # the download SLOTS before this one lets this one in
+            try:
+                self.store.wait([self._key(cache_key, f"slot/{ticket - SLOTS}")],
+                                datetime.timedelta(seconds=self.stale_s))
+            except Exception:  # it never said it was done (its rank is gone?): in anyway
+                pass
+        try:
+            chunks = [self._op("get", self._key(cache_key, f"data/{i}")) for i in range(done.chunks)]
+        finally:
+            with contextlib.suppress(StoreError):
+                self._op("set", self._key(cache_key, f"slot/{ticket}"), b"")
         return b"".join(chunks), VIA_STORE
 
     # -- leaving, and closing -----------------------------------------------------------
@@ -278,7 +288,9 @@ class JobStore:
         done = _Done.parse(self._op("get", done_key))
         doomed = [f"tick/{t}" for t in range(done.ticks + 1)] + ["left"]
         if done.ok and done.chunks is not None:
-            doomed += [f"data/{i}" for i in range(done.chunks)]
+            fetches = self._op("add", self._key(cache_key, "fetching"), 0)
+            doomed += [f"data/{i}" for i in range(done.chunks)] + [f"slot/{t}" for t in range(1, fetches + 1)]
+            doomed.append("fetching")
         for leaf in doomed:
             with contextlib.suppress(StoreError):
                 self._op("delete_key", self._key(cache_key, leaf))
