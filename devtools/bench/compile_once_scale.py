@@ -26,12 +26,19 @@ of ``payload`` random bytes; the others wait and load it. Per row:
   the claim and the publish, per second of that span; and every request of
   the row by operation.
 
-Fault rows (the new protocol, at the largest size): ``compiler_killed`` (the
-compiling rank dies at once: no beat, no publish; the others give up after
-``stale_s``), ``store_slowed`` (the server process stopped for half of
-every 100 ms while the ranks work), ``fetcher_dies`` (on every host but the
-compiling rank's, the rank that takes the host's lease dies downloading: its
-neighbours must download themselves within the bound).
+Fault rows (the new protocol, 4,096 ranks: at 16,384 the slowed store's row
+outgrew this machine's 23 GB): ``compiler_killed`` (the compiling rank dies
+at once: no beat, no publish; the others give up after ``stale_s``),
+``store_slowed`` (the server process stopped for half of every 100 ms while
+the ranks work), ``fetcher_dies`` (on every host but the compiling rank's,
+the rank that takes the host's lease dies downloading: its neighbours must
+download themselves within the bound).
+
+The machine is shared: the simulated ranks run at a lower priority (the
+store's process has a machine of its own in a job), and a row whose
+processes bring the machine's free memory under ``MEMORY_FLOOR`` is stopped
+(its processes killed, the row an error) before the kernel's OOM killer
+picks any process.
 
 On this machine every simulated host's copy of the bytes crosses the same
 loopback and the same two cores, so the time to the last rank holding the
@@ -46,6 +53,7 @@ the bytes through the store.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import multiprocessing as mp
@@ -233,6 +241,57 @@ def _memory(pid: int) -> dict[str, int]:
     return found
 
 
+MEMORY_FLOOR = 1.5e9  # a row stops (its processes killed) when the machine's free memory falls below this
+
+
+def _available() -> float:
+    """The machine's available memory (``MemAvailable``), in bytes."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return float("inf")
+
+
+class _MemoryGuard(threading.Thread):
+    """Kills the row's processes if the machine runs short of memory (it is
+    shared: the kernel's OOM killer would pick any process)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.running, self.tripped = pids, True, False
+
+    def run(self) -> None:
+        while self.running:
+            if _available() < MEMORY_FLOOR:
+                self.tripped = True
+                for pid in self.pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.running = False
+
+
+def _gather(queue: Any, n: int, guard: _MemoryGuard, row: Row, timeout: float = 1200) -> list[Any]:
+    """``n`` items from ``queue``, or an error once the memory guard stopped the row."""
+    found: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < n:
+        if guard.tripped:
+            raise RuntimeError(f"stopped: the machine's free memory fell below {MEMORY_FLOOR / 1e9:g} GB "
+                               f"({row.ranks} ranks, {row.payload / 1e6:g} MB{', ' + row.fault if row.fault else ''})")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{n - len(found)} of {n} processes gave no answer in {timeout:g} s")
+        try:
+            found.append(queue.get(timeout=1))
+        except Exception:  # queue.Empty
+            continue
+    return found
+
+
 def _spool_root() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
@@ -242,7 +301,7 @@ def _ranks_of(process: int, row: Row) -> range:
     return range(process * per, (process + 1) * per)
 
 
-def _run_ranks(process: int, row: Row, port: int, hosts_root: str, barrier: Any, out: Any) -> None:
+def _run_ranks(process: int, row: Row, port: int, hosts_root: str, ready: Any, start: Any, out: Any) -> None:
     """One process's ranks (threads), each with its own connection."""
     # The ranks yield the cores to the store's process (it has a machine of
     # its own in a job) and to whatever else runs here.
@@ -319,7 +378,8 @@ def _run_ranks(process: int, row: Row, port: int, hosts_root: str, barrier: Any,
     threads = [threading.Thread(target=one, args=(rank,), daemon=True) for rank in ranks]
     for t in threads:
         t.start()
-    barrier.wait()
+    ready.put(process)
+    start.wait()
     go.set()
     for t in threads:
         t.join()
@@ -336,28 +396,30 @@ def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
     os.environ.setdefault(*RESOLVER)  # before the forkserver starts: the ranks' processes inherit it
     server, port = _server()
     hosts_root = tempfile.mkdtemp(prefix="dynamo_dist_scale_", dir=_spool_root())
-    stopper = None
+    stopper, procs = None, []
     try:
         before = _memory(server.pid)
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.compile_once.store", __name__])
-        barrier, out = ctx.Barrier(row.processes + 1), ctx.Queue()
-        procs = [ctx.Process(target=_run_ranks, args=(p, row, port, hosts_root, barrier, out), daemon=True)
+        ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_run_ranks, args=(p, row, port, hosts_root, ready, start, out), daemon=True)
                  for p in range(row.processes)]
         fault = f", {row.fault}" if row.fault else ""
         progress(f"{row.protocol}, {row.ranks} ranks, {row.payload / 1e6:.1f} MB{fault}: {row.processes} processes")
         started = time.monotonic()
         for p in procs:
             p.start()
-        barrier.wait(timeout=600)
+        guard = _MemoryGuard([server.pid, *(p.pid for p in procs)])
+        guard.start()
+        _gather(ready, row.processes, guard, row)
         connected = _memory(server.pid)
         progress(f"  {row.ranks} ranks connected in {time.monotonic() - started:.1f} s")
         if row.fault == "store_slowed":
             stopper = _Stopper(server.pid)
             stopper.start()
-        records: list[dict[str, Any]] = []
-        for _ in procs:
-            records += out.get(timeout=1200)[1]
+        start.set()
+        records: list[dict[str, Any]] = [r for _, got in _gather(out, row.processes, guard, row) for r in got]
+        guard.stop()
         progress(f"  every rank done {time.monotonic() - started:.1f} s after the start")
         if stopper is not None:
             stopper.stop()
@@ -368,8 +430,14 @@ def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
     finally:
         if stopper is not None:
             stopper.stop()
+        for p in procs:
+            if p.is_alive():
+                p.kill()
         server.stdin.close()
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
         shutil.rmtree(hosts_root, ignore_errors=True)
     return _figures(row, records, before, connected, after, left)
 

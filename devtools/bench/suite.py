@@ -114,9 +114,10 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               once_scale_grid=((16, 2_700_000, ("new", "old")), (64, 2_700_000, ("new", "old")),
                                (256, 2_700_000, ("new", "old")), (1024, 2_700_000, ("new", "old")),
                                (4096, 2_700_000, ("new",)), (16384, 2_700_000, ("new",)),
+                               (16, 50_000_000, ("new", "old")), (256, 50_000_000, ("new",)),
                                (1024, 50_000_000, ("new",))),
               once_scale_threads=256, once_scale_compile_s=10.0, once_scale_stale_s=30.0, once_scale_repeats=3,
-              once_scale_repeat_up_to=1024, once_scale_fault_size=(16384, 2_700_000), once_scale_fault_stale_s=6.0,
+              once_scale_repeat_up_to=256, once_scale_fault_size=(4096, 2_700_000), once_scale_fault_stale_s=6.0,
               planner_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
                model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
