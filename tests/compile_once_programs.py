@@ -144,6 +144,18 @@ class WrappedStore(dist.Store):
         self._slow()
         return self.inner.check(keys)
 
+    def wait(self, keys: list[str], timeout: datetime.timedelta) -> None:
+        self._slow()
+        self.inner.wait(keys, timeout)
+
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+        self._slow()
+        return self.inner.compare_set(key, expected, desired)
+
+    def delete_key(self, key: str) -> bool:
+        self._slow()
+        return self.inner.delete_key(key)
+
 
 class _Warnings(logging.Handler):
     def __init__(self) -> None:

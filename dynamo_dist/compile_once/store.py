@@ -163,6 +163,16 @@ class JobStore:
         except Exception as e:  # TCPStore raises DistStoreError / DistNetworkError / RuntimeError
             raise StoreError(f"{name} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
 
+    def _wait_for(self, key: str, seconds: float) -> bool:
+        """Block until ``key`` is set (True) or ``seconds`` pass (False)."""
+        try:
+            self.store.wait([key], datetime.timedelta(seconds=seconds))
+            return True
+        except Exception as e:  # every c10d store says "timeout" when it times out
+            if "timeout" in str(e).lower():
+                return False
+            raise StoreError(f"wait failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+
     # -- the first rank to miss: claim; the others: wait -----------------------------
     def claim_or_wait(self, cache_key: str) -> Outcome:
         """Claim ``cache_key`` (``COMPILE``, beating until ``publish`` or
@@ -188,12 +198,7 @@ class JobStore:
             if remaining <= 0:
                 return Outcome(Decision.LOCAL, waited_s=time.monotonic() - start,
                                reason=f"the compiling rank had not finished after {self.wait_s:g} s")
-            timed_out = False
-            try:
-                self.store.wait([self._key(cache_key, f"tick/{tick}")],
-                                datetime.timedelta(seconds=min(self.stale_s, remaining)))
-            except Exception:  # a timeout (told from a failed store by the check below)
-                timed_out = True
+            timed_out = not self._wait_for(self._key(cache_key, f"tick/{tick}"), min(self.stale_s, remaining))
             if self._op("check", [done_key]):
                 break
             if timed_out:
@@ -249,12 +254,8 @@ class JobStore:
                                  "remote cache is off here, or its Redis does not answer)")
             return self.fleet.get(done.name), VIA_FLEET
         ticket = self._op("add", self._key(cache_key, "fetching"), 1)
-        if ticket > SLOTS:  # the download SLOTS before this one lets this one in
-            try:
-                self.store.wait([self._key(cache_key, f"slot/{ticket - SLOTS}")],
-                                datetime.timedelta(seconds=self.stale_s))
-            except Exception:  # it never said it was done (its rank is gone?): in anyway
-                pass
+        if ticket > SLOTS:  # the download SLOTS before this one lets this one in (or, gone, does not)
+            self._wait_for(self._key(cache_key, f"slot/{ticket - SLOTS}"), self.stale_s)
         try:
             chunks = [self._op("get", self._key(cache_key, f"data/{i}")) for i in range(done.chunks)]
         finally:

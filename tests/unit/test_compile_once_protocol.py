@@ -300,6 +300,37 @@ def test_a_failing_store_is_a_store_error_naming_the_operation():
         rank.claim_or_wait("k")
 
 
+class _NoWait(dist.Store):
+    """A store of the program's own without a blocking ``wait``."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = dist.HashStore()
+
+    def add(self, key, value):
+        return self.inner.add(key, value)
+
+    def set(self, key, value):
+        self.inner.set(key, value)
+
+    def check(self, keys):
+        return self.inner.check(keys)
+
+
+def test_a_store_without_a_blocking_wait_is_a_store_error_not_a_silent_give_up():
+    """Telling a store that cannot wait from a compiling rank that went
+    silent: the first is the store failing (compile once turns off for the
+    process, said once), never every waiter compiling as if it timed out."""
+    store = _NoWait()
+    compiler, waiter = _ranks(store)
+    assert compiler.claim_or_wait("k").decision is Decision.COMPILE
+    try:
+        with pytest.raises(StoreError, match='wait failed: RuntimeError: Tried to call pure virtual function'):
+            waiter.claim_or_wait("k")
+    finally:
+        compiler.abandon("k", "the test is over")
+
+
 # -- bundles --------------------------------------------------------------------------
 KERNELS = {"ab/cabc.main.so": b"\x7fELF kernel", "cd/ccd.so": b"\x7fELF probe"}
 
@@ -424,3 +455,35 @@ def test_settings_that_make_the_compile_run_collectives_are_seen():
             if spmd else []  # 2.12 / 2.13 check by default; 2.14+ only when asked
         assert caches.compile_time_collectives_on() == expected
     assert functorch_config._sync_decision_cross_ranks is False  # restored, not deleted
+
+
+@pytest.mark.slow
+def test_with_the_fleet_cache_the_store_carries_signals_only():
+    """Torch's Redis remote cache on: the compiling rank puts the payload
+    there once, under its digest (expiring); each host fetches it from
+    there; the store serves no payload byte. A rank that cannot reach the
+    fleet cache compiles itself, saying why. (A real redis-server.)"""
+    from devtools.bench.compile_once import RedisServer, fleet_unavailable
+    from dynamo_dist.compile_once.fleet import PREFIX, Fleet
+
+    why = fleet_unavailable()
+    if why:
+        pytest.skip(why)
+    import redis
+
+    with RedisServer() as server:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
+        fleet = Fleet(client, f"redis://127.0.0.1:{server.port}")
+        store = Counting(dist.HashStore())
+        compiler = JobStore(store, "ns", 0, 30.0, 5.0, world=4, fleet=fleet)
+        loaders = [JobStore(store, "ns", r, 30.0, 5.0, world=4, fleet=fleet) for r in (1, 2)]
+        blind = JobStore(store, "ns", 3, 30.0, 5.0, world=4)  # torch's remote cache off here
+        assert compiler.claim_or_wait("k").decision is Decision.COMPILE
+        payload = os.urandom(job_store.CHUNK + 5)
+        _later(0.3, compiler.publish, "k", payload).join(0)
+        outcomes = _all([lambda w=w: w.claim_or_wait("k") for w in (*loaders, blind)])
+        assert [o.via for o in outcomes[:2]] == ["fleet", "fleet"]
+        assert all(o.payload == payload for o in outcomes[:2])
+        assert outcomes[2].decision is Decision.LOCAL and "fleet cache" in outcomes[2].reason
+        assert store.served < 1000  # claim, ticks and "done": no payload through the store
+        assert 0 < client.ttl(PREFIX + digest(payload)) <= 24 * 3600
