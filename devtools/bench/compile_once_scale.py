@@ -62,8 +62,6 @@ import random
 import shutil
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -213,21 +211,23 @@ class Row:
 # c10d looks up the name of each connection's addresses for its log lines
 # (``getnameinfo``), which asks DNS for a loopback address: where DNS drops
 # the query (this machine's does, now and then) a connection waits the
-# resolver's 5 s timeout. The simulated ranks and the server ask with a
-# 1 s timeout and one attempt (glibc's ``RES_OPTIONS``), where not set.
+# resolver's 5 s timeout. The simulated ranks and the server (forked from a
+# server process started with it) ask with a 1 s timeout and one attempt
+# (glibc's ``RES_OPTIONS``), where not set.
 RESOLVER = ("RES_OPTIONS", "timeout:1 attempts:1")
 
 
-def _server() -> tuple[subprocess.Popen, int]:
-    """A TCPStore server in a process of its own; (the process, its port)."""
-    code = ("import sys, torch.distributed as dist\n"
-            "s = dist.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False)\n"
-            "print(s.port, flush=True)\n"
-            "sys.stdin.read()\n")
-    env = {RESOLVER[0]: RESOLVER[1], **os.environ}
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=env)
-    return proc, int(proc.stdout.readline())
+def _serve(port: Any, stop: Any) -> None:
+    """The TCPStore server, in a process of its own (forked: no import to wait for)."""
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    port.put(store.port)
+    stop.wait()
+
+
+def _context() -> Any:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.compile_once.store", __name__])
+    return ctx
 
 
 def _memory(pid: int) -> dict[str, int]:
@@ -394,13 +394,15 @@ def _released(record: dict[str, Any]) -> float | None:
 def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
     """One row (see the module docstring)."""
     os.environ.setdefault(*RESOLVER)  # before the forkserver starts: the ranks' processes inherit it
-    server, port = _server()
+    ctx = _context()
+    port_queue, stop = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=_serve, args=(port_queue, stop), daemon=True)
+    server.start()
+    port = port_queue.get(timeout=120)
     hosts_root = tempfile.mkdtemp(prefix="dynamo_dist_scale_", dir=_spool_root())
     stopper, procs = None, []
     try:
         before = _memory(server.pid)
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.compile_once.store", __name__])
         ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
         procs = [ctx.Process(target=_run_ranks, args=(p, row, port, hosts_root, ready, start, out), daemon=True)
                  for p in range(row.processes)]
@@ -433,10 +435,9 @@ def measure(row: Row, progress: Callable[[str], None]) -> dict[str, Any]:
         for p in procs:
             if p.is_alive():
                 p.kill()
-        server.stdin.close()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
+        stop.set()
+        server.join(timeout=60)
+        if server.is_alive():
             server.kill()
         shutil.rmtree(hosts_root, ignore_errors=True)
     return _figures(row, records, before, connected, after, left)
