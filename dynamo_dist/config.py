@@ -13,8 +13,13 @@ script) can set it for every rank without touching the program.
 - ``compile_once_wait_s`` (``DYNAMO_DIST_COMPILE_ONCE_WAIT_S``, 1800): the
   longest a rank waits for another rank's compile before compiling itself.
 - ``compile_once_stale_s`` (``DYNAMO_DIST_COMPILE_ONCE_STALE_S``, 30): a
-  compiling rank beats every second; a waiter that sees no beat for this long
-  takes the compiling rank for gone and compiles itself.
+  compiling rank beats three times in this span; a waiter that sees no beat
+  for this long takes the compiling rank for gone and compiles itself.
+- ``compile_once_host_dir`` (``DYNAMO_DIST_COMPILE_ONCE_HOST_DIR``, unset):
+  where the ranks of a node (torchrun's ``LOCAL_WORLD_SIZE``) share their
+  downloads, a directory per node under it; unset, the node's temporary
+  folder. Without ``LOCAL_WORLD_SIZE`` the ranks sharing inductor's cache
+  dir share their downloads there.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import contextlib
 import os
 from typing import Any, Iterator
 
-__all__ = ["compile_once", "compile_once_wait_s", "compile_once_stale_s", "patch"]
+__all__ = ["compile_once", "compile_once_wait_s", "compile_once_stale_s", "compile_once_host_dir", "patch"]
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -53,8 +58,11 @@ def _seconds(name: str, default: float) -> float:
 compile_once: bool = _flag("DYNAMO_DIST_COMPILE_ONCE", True)
 compile_once_wait_s: float = _seconds("DYNAMO_DIST_COMPILE_ONCE_WAIT_S", 1800.0)
 compile_once_stale_s: float = _seconds("DYNAMO_DIST_COMPILE_ONCE_STALE_S", 30.0)
+compile_once_host_dir: str | None = os.environ.get("DYNAMO_DIST_COMPILE_ONCE_HOST_DIR") or None
 
-_TYPES = {"compile_once": bool, "compile_once_wait_s": (int, float), "compile_once_stale_s": (int, float)}
+_TYPES = {"compile_once": bool, "compile_once_wait_s": (int, float), "compile_once_stale_s": (int, float),
+          "compile_once_host_dir": (str, type(None))}
+_TAKES = {bool: "a bool", (int, float): "seconds", (str, type(None)): "a directory (or None)"}
 
 
 @contextlib.contextmanager
@@ -65,8 +73,7 @@ def patch(**values: Any) -> Iterator[None]:
         if name not in _TYPES:
             raise AttributeError(f"dynamo_dist.config has no switch {name!r}; the switches are {sorted(_TYPES)}")
         if not isinstance(value, _TYPES[name]) or isinstance(value, bool) != (_TYPES[name] is bool):
-            raise TypeError(f"dynamo_dist.config.{name} takes {'a bool' if _TYPES[name] is bool else 'seconds'}, "
-                            f"got {value!r}")
+            raise TypeError(f"dynamo_dist.config.{name} takes {_TAKES[_TYPES[name]]}, got {value!r}")
     before = {name: module[name] for name in values}
     module.update(values)
     try:

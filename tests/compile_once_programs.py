@@ -144,6 +144,18 @@ class WrappedStore(dist.Store):
         self._slow()
         return self.inner.check(keys)
 
+    def wait(self, keys: list[str], timeout: datetime.timedelta) -> None:
+        self._slow()
+        self.inner.wait(keys, timeout)
+
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+        self._slow()
+        return self.inner.compare_set(key, expected, desired)
+
+    def delete_key(self, key: str) -> bool:
+        self._slow()
+        return self.inner.delete_key(key)
+
 
 class _Warnings(logging.Handler):
     def __init__(self) -> None:
@@ -173,17 +185,23 @@ def _gone_store() -> Any:
 def rank_run(base: str, program: str = "tp_mlp", one_rank: bool = True, shared_dir: bool = False,
              programs: dict | None = None, strike: str | None = None, store: str = "job",
              stale_s: float = 30.0, plugin: bool = True, explain: bool = False, precompile: bool = False,
-             save: bool = False) -> dict:
+             save: bool = False, local_world: int = 1) -> dict:
     """One rank: ``program`` (or ``programs[rank]``) compiled with inductor,
     run forward and backward, compared with eager. ``strike``: the first
     compile in the job raises or exits; ``store``: "job" (the job's store),
     "slow", "corrupt", "truncate" (wrapping it) or "gone"; ``explain``: under
     ``explain`` (its report's cache outcomes are the result's ``explained``);
     ``precompile``: with torch's precompile caching on (``TORCH_CACHING_PRECOMPILE=1``); ``save``: then
-    ``torch.compiler.save_cache_artifacts()`` (which writes Dynamo's entries under precompile)."""
+    ``torch.compiler.save_cache_artifacts()`` (which writes Dynamo's entries under precompile);
+    ``local_world``: the ranks grouped in nodes of that many, as torchrun sets ``LOCAL_WORLD_SIZE``,
+    ``LOCAL_RANK`` and ``GROUP_RANK`` (their shared downloads under ``base``)."""
     rank = dist.get_rank()
     torch._dynamo.config.caching_precompile = precompile
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = base if shared_dir else os.path.join(base, f"rank{rank}")
+    if local_world > 1:
+        os.environ.update(LOCAL_WORLD_SIZE=str(local_world), LOCAL_RANK=str(rank % local_world),
+                          GROUP_RANK=str(rank // local_world))
+        dynamo_dist.config.compile_once_host_dir = os.path.join(base, "nodes")
     warnings = _Warnings()
     logging.getLogger("dynamo_dist").addHandler(warnings)
     dynamo_dist.config.compile_once_stale_s = stale_s

@@ -20,7 +20,10 @@ redistribute planner's switch that stops it merging collectives, set);
 functions of one qualified name and first line in two modules (``twin_a``
 then ``twin_b``), which torch's cache keys alike; ``wrappers`` runs only
 two modules of one class, each compiled through its own ``torch.compile``
-wrapper and taking its own branch of ``forward`` (``dense``, ``moe``).
+wrapper and taking its own branch of ``forward`` (``dense``, ``moe``);
+``ranked`` runs only frames whose compiled code holds this rank (``rank``:
+``dist.get_rank()`` folded, which no guard reads; ``coordinate``: the mesh's
+coordinate, which the mesh guard holds), on the fake world's ``rank``.
 """
 
 from __future__ import annotations
@@ -177,6 +180,18 @@ def wrappers() -> dict:
     return {"dense": (Block(False), (x,)), "moe": (Block(True), (x,))}
 
 
+def ranked() -> dict:
+    """Frames whose compiled code holds this rank (no ``compile_on_one_rank``)."""
+    def rank_answer(x):  # the rank folded; the default group's guard is the same on every rank
+        return x * (dist.get_rank() + 2)
+
+    def coordinate(x, m):  # the mesh's fingerprint holds this rank's coordinate
+        return x * (m.get_coordinate()[0] + 2)
+
+    x = torch.ones(2)
+    return {"rank": (rank_answer, (x,)), "coordinate": (coordinate, (x, make_mesh((dist.get_world_size(),))))}
+
+
 def _equal(a, b) -> bool:
     if isinstance(a, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -186,7 +201,7 @@ def _equal(a, b) -> bool:
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
         scale: int | None = None, no_transform: bool = False, twins: bool = False,
-        wrappers: bool = False) -> dict:
+        wrappers: bool = False, ranked: bool = False, rank: int = 0) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -199,11 +214,11 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
     if no_transform:
         torch.distributed.tensor._redistribute._DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION = True
     result = {}
-    with fake_world(world, rank=0):
+    with fake_world(world, rank=rank):
         if shift:
             dist.new_group([world - 2, world - 1])
         programs = (globals()["twins"]() if twins else globals()["wrappers"]() if wrappers
-                    else kinds(world, registered))
+                    else globals()["ranked"]() if ranked else kinds(world, registered))
         if flatten:
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")

@@ -248,7 +248,7 @@ def _simulated_rank(rank: int, port: int, processes: int, keys: int, compile_s: 
     store.add("ready", 1)
     while int(store.add("ready", 0)) < processes:  # start together: the imports are not the protocol
         time.sleep(0.01)
-    node = JobStore(store, "sim", rank, wait_s=600.0, stale_s=30.0)
+    node = JobStore(store, "sim", rank, wait_s=600.0, stale_s=30.0, world=processes)
     record = []
     for k in range(keys):
         outcome = node.claim_or_wait(f"graph{k}")

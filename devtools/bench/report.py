@@ -23,6 +23,7 @@ WARM_README_MARKER = "bench-warm-summary"
 WARM_CLIENTS = "warm_start_clients"
 SCALE = "scale"
 ONCE = "compile_once"
+ONCE_SCALE = "compile_once_scale"
 PLANNER = "planner"
 # Sections with blocks of their own (their own stamp, in the doc and the
 # README): ``--only SECTION`` rewrites them without touching the others'
@@ -31,6 +32,7 @@ OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
               WARM_CLIENTS: ("bench-warm-clients", "bench-warm-clients-summary"),
               SCALE: ("bench-scale", "bench-scale-summary"),
               ONCE: ("bench-compile-once", "bench-compile-once-summary"),
+              ONCE_SCALE: ("bench-compile-once-scale", "bench-compile-once-scale-summary"),
               PLANNER: ("bench-planner", "bench-planner-summary")}
 # The compile-once page (beside DOC_PATH) holds a table of the cold jobs, which
 # write_doc rewrites with the compile_once section.
@@ -397,6 +399,84 @@ def once_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     return out
 
 
+def scale_once_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compile_once_scale section's rows (each task holds a group)."""
+    return [r for g in groups for r in g.get("rows", [])]
+
+
+def _mb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e6:,.0f}" if n >= 10e6 else f"{n / 1e6:.1f}"
+
+
+def _via(r: dict[str, Any]) -> str:
+    return " / ".join(f"{r['via'].get(v, 0)}" for v in ("store", "host"))
+
+
+def scale_once_table(groups: list[dict[str, Any]]) -> str:
+    rows = [r for r in scale_once_rows(groups) if not r.get("fault")]
+    rows.sort(key=lambda r: (r["payload_bytes"], r["ranks"], r["protocol"] != "old"))
+    main = _table(
+        ["ranks (hosts of 8)", "payload MB", "protocol", "last rank holds the bytes (s)", "last rank released (s)",
+         "store served MB (bound: (hosts + 1) x payload)", "loads via store / host", "store peak MB",
+         "store after: keys, bytes", "requests per rank", "requests/s while waiting", "runs"],
+        [[f"{r['ranks']:,} ({r['hosts']:,})", _mb(r["payload_bytes"]), r["protocol"], _f(r["last_rank_s"]),
+          _f(r.get("last_released_s")), f"{_mb(r['store_bytes_served'])} ({_mb(r['bound_bytes'])})", _via(r),
+          _f(r["store_peak_mb"], 0), f"{r['store_keys_after']}, {r['store_bytes_after']:,}",
+          _f(r["requests_per_rank"], 1), f"{r['requests_per_s_waiting']:,.0f}", str(r.get("repeats", 1))]
+         for r in rows])
+    faults = [r for r in scale_once_rows(groups) if r.get("fault")]
+    if not faults:
+        return main
+    fault_table = _table(
+        ["fault", "ranks", "outcomes (ranks)", "died", "last rank done (s, from)", "store served MB",
+         "store peak MB", "store after: keys, bytes"],
+        [[r["fault"], f"{r['ranks']:,}", ", ".join(f"{k} {v:,}" for k, v in sorted(r["decisions"].items())),
+          str(r["died"]), f"{_f(r['last_rank_s'])} ({r['from']})", _mb(r["store_bytes_served"]),
+          _f(r["store_peak_mb"], 0), f"{r['store_keys_after']}, {r['store_bytes_after']:,}"] for r in faults])
+    return main + "\n\nFaults (the protocol compile once runs):\n\n" + fault_table
+
+
+def _scale_pairs(groups: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    rows = [r for r in scale_once_rows(groups) if not r.get("fault")]
+    new = [r for r in rows if r["protocol"] == "new"]
+    old = {(r["ranks"], r["payload_bytes"]): r for r in rows if r["protocol"] == "old"}
+    return [(r, old.get((r["ranks"], r["payload_bytes"]))) for r in new]
+
+
+def scale_once_summary_rows(groups: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for new, old in _scale_pairs(groups):
+        text = (f"last rank {_f(new['last_rank_s'])} s after the publish, store served {_mb(new['store_bytes_served'])}"
+                f" MB (bound {_mb(new['bound_bytes'])}), peak {_f(new['store_peak_mb'], 0)} MB, left "
+                f"{new['store_bytes_after']:,} bytes")
+        if old is not None:
+            text += (f"; before: {_f(old['last_rank_s'])} s, {_mb(old['store_bytes_served'])} MB, peak "
+                     f"{_f(old['store_peak_mb'], 0)} MB, left {old['store_bytes_after']:,} bytes")
+        out.append([f"compile once at scale, {new['ranks']:,} ranks, {_mb(new['payload_bytes'])} MB", text])
+    for r in scale_once_rows(groups):
+        if r.get("fault"):
+            out.append([f"compile once at scale, fault {r['fault']}, {r['ranks']:,} ranks",
+                        f"{', '.join(f'{k} {v:,}' for k, v in sorted(r['decisions'].items()))}; last rank done "
+                        f"{_f(r['last_rank_s'])} s after the {r['from']}"])
+    return out
+
+
+def scale_once_headline(groups: list[dict[str, Any]]) -> str | None:
+    pairs = _scale_pairs(groups)
+    if not pairs:
+        return None
+    big = max(pairs, key=lambda p: (p[0]["ranks"], -p[0]["payload_bytes"]))[0]
+    compared = [(n, o) for n, o in pairs if o is not None]
+    line = (f"Compile once at {big['ranks']:,} simulated ranks (hosts of 8, a real TCPStore): the store served "
+            f"{big['store_bytes_served'] / big['payload_bytes']:,.0f} x the payload for {big['hosts']:,} hosts, "
+            f"{big['requests_per_rank']:.1f} requests per rank, and kept {big['store_bytes_after']:,} bytes after")
+    if compared:
+        n, o = max(compared, key=lambda p: p[0]["ranks"])
+        line += (f"; at {n['ranks']:,} ranks {n['store_bytes_served'] / n['payload_bytes']:,.0f} x the payload "
+                 f"against {o['store_bytes_served'] / o['payload_bytes']:,.0f} x before")
+    return line + "."
+
+
 def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if "error" not in r]
 
@@ -427,6 +507,9 @@ def tables(result: dict[str, Any]) -> str:
     if result.get(ONCE):
         parts.append("### 8. Compile once per job (a cold job under compile_on_one_rank, inductor, each rank its "
                      "own empty cache dir; medians)\n\n" + once_table(result[ONCE]))
+    if result.get(ONCE_SCALE):
+        parts.append("### 10. Compile once at scale (one graph, simulated ranks on a real TCPStore; medians of the "
+                     "runs)\n\n" + scale_once_table(result[ONCE_SCALE]))
     if result.get(PLANNER):
         parts.append("### 9. Planning a redistribution across every mesh dim (fake world of 16 ranks, one cold "
                      "compile per sample, aot_eager; medians)\n\n" + planner_table(result[PLANNER]))
@@ -493,6 +576,7 @@ def summary(result: dict[str, Any]) -> str:
     rows += warm_summary_rows(result.get(WARM_CLIENTS, []))
     rows += scale_summary_rows(result.get(SCALE, []))
     rows += once_summary_rows(result.get(ONCE, []))
+    rows += scale_once_summary_rows(result.get(ONCE_SCALE, []))
     rows += planner_summary_rows(result.get(PLANNER, []))
     return _table(["benchmark", "figure"], rows)
 
@@ -673,6 +757,9 @@ def headlines(result: dict[str, Any]) -> list[str]:
         lines.append(f"Tracing a redistribution across every dim of a {meshes[0]} to {meshes[-1]} mesh, DTensor's "
                      f"min-cost planner spends {_planner_span(planned, 'min_cost', 'stock')} ms of CPU per compile "
                      f"(greedy {_planner_span(planned, 'greedy', 'stock')} ms); with the plugin x{ratio} of that.")
+    scaled = scale_once_headline(result.get(ONCE_SCALE, []))
+    if scaled:
+        lines.append(scaled)
     for r in result.get(ONCE, []):
         if r.get("kind") == "fleet" and "skipped" not in r:
             once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]

@@ -16,20 +16,23 @@ import torch
 import dynamo_dist
 
 from . import _timing as T
-from . import compile_once, compile_time, guard_cost, planner, recompiles, scale, step_time, warm_clients, warm_start
+from . import (compile_once, compile_once_scale, compile_time, guard_cost, planner, recompiles, scale, step_time,
+               warm_clients, warm_start)
 
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
-            "compile_once", "planner")
+            "compile_once", "compile_once_scale", "planner")
 # ``bench`` with no ``--only``: every section but those that run only when
 # named: the clients' warm start (torchtitan and transformers, about 45
 # minutes), the scale sweep (fake worlds up to 65,536 ranks, about half an
-# hour), compile once (cold jobs of 2 and 4 ranks, about half an hour) and the
-# redistribute planner's cost on 2-D to 4-D meshes (a few minutes).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "planner")
+# hour), compile once (cold jobs of 2 and 4 ranks, about half an hour), compile
+# once at scale (the store protocol among 16 to 16,384 simulated ranks, about
+# ten minutes) and the redistribute planner's cost on 2-D to 4-D meshes (a few
+# minutes).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "compile_once_scale", "planner")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
            "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale,
-           "compile_once": compile_once, "planner": planner}
+           "compile_once": compile_once, "compile_once_scale": compile_once_scale, "planner": planner}
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,17 @@ class Config:
     once_sim_payload: int
     once_clients: tuple[str, ...]  # compile_once.CLIENT_ROWS
     once_client_repeats: int
+    # Compile once at scale: (ranks, payload bytes, protocols) per group of rows; simulated ranks
+    # (threads) per process; each graph's simulated compile; stale_s (a tick every third); repeats of
+    # the groups up to once_scale_repeat_up_to ranks (one run each above); the fault rows' size and stale_s.
+    once_scale_grid: tuple[tuple[int, int, tuple[str, ...]], ...]
+    once_scale_threads: int
+    once_scale_compile_s: float
+    once_scale_stale_s: float
+    once_scale_repeats: int
+    once_scale_repeat_up_to: int
+    once_scale_fault_size: tuple[int, int]
+    once_scale_fault_stale_s: float
     # The redistribute planner: rounds of cold compiles per mesh, redistribution and planner.
     planner_repeats: int
 
@@ -96,7 +110,15 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5,
               once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
               once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000,
-              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1, planner_repeats=5)
+              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1,
+              once_scale_grid=((16, 2_700_000, ("new", "old")), (64, 2_700_000, ("new", "old")),
+                               (256, 2_700_000, ("new", "old")), (1024, 2_700_000, ("new", "old")),
+                               (4096, 2_700_000, ("new",)), (16384, 2_700_000, ("new",)),
+                               (16, 50_000_000, ("new", "old")), (256, 50_000_000, ("new",)),
+                               (1024, 50_000_000, ("new",))),
+              once_scale_threads=256, once_scale_compile_s=10.0, once_scale_stale_s=30.0, once_scale_repeats=3,
+              once_scale_repeat_up_to=256, once_scale_fault_size=(4096, 2_700_000), once_scale_fault_stale_s=6.0,
+              planner_repeats=5)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
                model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=2, step_steps=3,
@@ -106,7 +128,10 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
                scale_guard_calls=300, scale_block_calls=50, scale_repeats=1,
               once_model="mlp", once_size="tiny", once_worlds=(2,), once_repeats=1, once_timeout=600,
               once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000,
-              once_clients=(), once_client_repeats=1, planner_repeats=1)
+              once_clients=(), once_client_repeats=1,
+              once_scale_grid=((16, 100_000, ("new", "old")),), once_scale_threads=8, once_scale_compile_s=0.5,
+              once_scale_stale_s=3.0, once_scale_repeats=1, once_scale_repeat_up_to=16,
+              once_scale_fault_size=(16, 100_000), once_scale_fault_stale_s=1.5, planner_repeats=1)
 
 
 def machine() -> dict[str, Any]:

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from dynamo_dist import _hooks
 from dynamo_dist._compat import distributed as D
 from dynamo_dist._compat import observe as O
+from dynamo_dist._compat.caches import outcome_counts
 from devtools.bench._timing import cpu_seconds
 from dynamo_dist.diagnostics.explain import explaining
 from dynamo_dist.diagnostics.report import PLUGIN as PLUGIN_ORIGIN
@@ -100,6 +101,10 @@ class RunResult:
     # Frames Dynamo traced (its unique_graphs counter): 0 where every frame
     # was loaded from Dynamo's cache (torch's precompile).
     frames_traced: int | None = None
+    # Dynamo's cache lookups (torch's precompile: ``hit``, ``miss``, ``error``)
+    # and the compile caches' outcomes (``outcome_counts``) of the compiled mode.
+    dynamo_cache: dict[str, int] = field(default_factory=dict)
+    cache_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
     graphs: list[GraphSummary] = field(default_factory=list)
     break_reasons: list[str] = field(default_factory=list)  # "origin: gb_type (file:line)"
     recompile_reasons: list[str] = field(default_factory=list)
@@ -178,6 +183,9 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
         grads = _train(training, steps, result)
     result.graph_breaks = sum(O.dynamo_counters()["graph_break"].values())
     result.frames_traced = O.dynamo_counters()["stats"]["unique_graphs"]
+    result.dynamo_cache = {k.removeprefix("dynamo_cache_"): int(v)
+                           for k, v in O.dynamo_counters()["dynamo_cache"].items()}
+    result.cache_outcomes = outcome_counts()
     if session is not None:
         _read_report(session.report, result)
     if reference is not None:
@@ -193,16 +201,16 @@ _installed = _hooks.plugin_state
 
 
 @contextlib.contextmanager
-def rank_caches(precompile: str | None) -> Iterator[None]:
-    """This rank's compile caches in ``<precompile>/rank<rank>``, Dynamo's
-    entries (torch's precompile) saved there when the block ends (nothing
-    where ``precompile`` is None): ranks compile frames with rank-specific
-    guards, so each keeps its own."""
+def rank_caches(precompile: str | None, shared: bool = False) -> Iterator[None]:
+    """This rank's compile caches in ``<precompile>/rank<rank>`` (``shared``:
+    in ``<precompile>/host``, one dir for every rank, as torch's default cache
+    dir is one per user on a host), Dynamo's entries (torch's precompile)
+    saved there when the block ends (nothing where ``precompile`` is None)."""
     if precompile is None:
         yield
         return
     was = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(precompile, f"rank{_rank()}")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(precompile, "host" if shared else f"rank{_rank()}")
     try:
         yield
         torch.compiler.save_cache_artifacts()

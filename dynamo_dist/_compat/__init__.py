@@ -36,18 +36,14 @@ which only gates ``install()``):
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-import torch.distributed.config as _dist_config
-
-try:  # 2.14+: the canonical home of compile_on_one_rank
-    import torch.compiler.config as _compiler_config
-except ImportError:  # pragma: no cover - older torch
-    _compiler_config = None
 
 from . import aot, c10d, caches, collective, packages, stock  # noqa: F401
 from .distributed import (  # noqa: F401
+    compile_on_one_rank,
+    folded_rank,
+    one_rank_config,
+    one_rank_flag_modules,
     ALL_GATHER_SINGLE,
     FOLDED_PRIVATE_MESH_ATTRIBUTES,
     REDUCE_SCATTER_SINGLE,
@@ -246,21 +242,3 @@ def stock_member_kind(cls: type, name: str) -> str | None:
     return None
 
 
-def one_rank_config() -> Any:
-    """The config module holding the canonical ``compile_on_one_rank`` flag:
-    ``torch.compiler.config`` on 2.14+ (``torch.distributed.config``'s flag
-    is a deprecated alias of it there), ``torch.distributed.config`` on 2.13."""
-    if _compiler_config is not None and hasattr(_compiler_config, "compile_on_one_rank"):
-        return _compiler_config
-    return _dist_config
-
-
-def one_rank_flag_modules() -> tuple[Any, ...]:
-    """Every config module a user may set ``compile_on_one_rank`` on (the
-    canonical one first)."""
-    canonical = one_rank_config()
-    return (canonical,) if canonical is _dist_config else (canonical, _dist_config)
-
-
-def compile_on_one_rank() -> bool:
-    return bool(getattr(one_rank_config(), "compile_on_one_rank", False))

@@ -299,6 +299,47 @@ def remote_cache_address() -> str:
            f"{os.environ.get('TORCHINDUCTOR_REDIS_PORT', '6379')}"
 
 
+def remote_caches_on() -> bool:
+    """torch's FX-graph or AOTAutograd remote cache is on (its config or environment)."""
+    found = False
+    for module_name, name in (("torch._inductor.utils", "should_use_remote_fx_graph_cache"),
+                              ("torch._functorch._aot_autograd.autograd_cache", "should_use_remote_autograd_cache")):
+        try:
+            found = found or bool(getattr(importlib.import_module(module_name), name)())
+        except Exception:  # a release without it, or a config it cannot read: off
+            pass
+    return found
+
+
+_FLEET: dict[str, Any] = {}  # address -> (client, address) or None: one check per server and process
+
+
+def fleet_client() -> tuple[Any, str] | None:
+    """(a Redis client of torch's remote caches' server, its address) where
+    one of those caches is on, the ``redis`` package imports and the server
+    answers; None otherwise. The client is made as torch makes its own
+    (``RedisRemoteCacheBackend``: ``TORCHINDUCTOR_REDIS_URL``, else
+    ``_HOST`` / ``_PORT``); the answer is kept per address."""
+    if not remote_caches_on():
+        return None
+    address = remote_cache_address()
+    if address not in _FLEET:
+        try:
+            backend = redis_backend()
+            client = backend("dynamo_dist")._redis if backend is not None else None
+            if client is not None:
+                client.ping()
+            _FLEET[address] = None if client is None else (client, address)
+        except Exception:
+            _FLEET[address] = None
+    return _FLEET[address]
+
+
+def process_rank() -> int:
+    """This process's global rank (0 outside a world)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
 def inductor_cache_dir() -> str:
     """The local cache dir inductor uses (``TORCHINDUCTOR_CACHE_DIR`` or its default)."""
     return importlib.import_module("torch._inductor.runtime.cache_dir_utils").cache_dir()

@@ -26,6 +26,12 @@ from torch.distributed.tensor.placement_types import Placement  # noqa: F401  (r
 from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 from torch.distributed.tensor._dtensor_spec import DTensorSpec as _DTensorSpec
 from torch.distributed.tensor._dtensor_spec import TensorMeta as _TensorMeta
+import torch.distributed.config as _dist_config
+
+try:  # 2.14+: the canonical home of compile_on_one_rank
+    import torch.compiler.config as _compiler_config
+except ImportError:  # pragma: no cover - older torch
+    _compiler_config = None
 
 def _dynamo_distributed_has(name: str) -> bool:
     return hasattr(_stock_dist_trackers, name)
@@ -391,3 +397,36 @@ RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatt
 # its internals (``_MeshLayout``, a half-built mesh). Skipped with every
 # frame they call.
 MESH_CONSTRUCTION_FUNCTIONS = (_init_device_mesh, DeviceMesh.__init__)
+
+
+def one_rank_config() -> Any:
+    """The config module holding the canonical ``compile_on_one_rank`` flag:
+    ``torch.compiler.config`` on 2.14+ (``torch.distributed.config``'s flag
+    is a deprecated alias of it there), ``torch.distributed.config`` on 2.13."""
+    if _compiler_config is not None and hasattr(_compiler_config, "compile_on_one_rank"):
+        return _compiler_config
+    return _dist_config
+
+
+def one_rank_flag_modules() -> tuple[Any, ...]:
+    """Every config module a user may set ``compile_on_one_rank`` on (the
+    canonical one first)."""
+    canonical = one_rank_config()
+    return (canonical,) if canonical is _dist_config else (canonical, _dist_config)
+
+
+def compile_on_one_rank() -> bool:
+    return bool(getattr(one_rank_config(), "compile_on_one_rank", False))
+
+
+def folded_rank() -> int | None:
+    """This process's rank where what a trace compiles may hold it: a rank
+    answer folded to a constant, a coordinate AOTAutograd's trace read (a
+    shard's offset, whether this rank holds data). None under
+    ``compile_on_one_rank`` (rank answers are operations of the graph, read
+    at run time) or without a world. The compile caches' keys
+    (``caching.keys.rank_tag``) and Dynamo's saved entries
+    (``dynamo.DYNAMO_DIST_SAVED_BY``) hold it."""
+    if compile_on_one_rank() or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return None
+    return torch.distributed.get_rank()

@@ -43,7 +43,7 @@ from torch._guards import CompileContext
 from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
-from .distributed import ProcessGroup, group_identity, live_group, redistribute_planner_flags
+from .distributed import ProcessGroup, folded_rank, group_identity, live_group, redistribute_planner_flags
 
 try:  # 2.13+: what get_real_python_backed_value answers for "no object"
     from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
@@ -630,23 +630,60 @@ def saved_guard(builder: Any, guard: Any, groups: dict[str, Any]) -> Any:
     return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
-def DYNAMO_DIST_SAVED_BY(version: str, planner: tuple, builder: Any, guard: Any) -> None:
+# What a saved frame was traced in that its guards do not hold, so that a
+# frame saved in one process never runs in another that would have traced
+# it otherwise: the plugin's version, the redistribute planner's switches
+# and the rank where what the trace compiled may hold it. Without
+# ``compile_on_one_rank`` a trace folds rank answers into the bytecode and
+# the graph (``dist.get_rank()``, a group's ``rank()``; AOTAutograd reads
+# a shard's offset), and a rank's live guards need not hold its rank (it
+# never changes in a process): the saved group guard is the group's name,
+# ranks and backend, the same on every rank. Dynamo's cache keys an entry
+# by the function only, so ranks that share a cache dir (torch's default:
+# one per user on a host) load each other's variants; the rank in the saved
+# entry makes another rank's variant fail on load (the compile caches' keys
+# hold the rank for the same reason, ``caching.keys.rank_tag``). Under
+# ``compile_on_one_rank`` rank answers are graph operations read at run
+# time and keys hold no rank: a variant runs on every rank (compile once
+# ships it, ``compile_once/frames.py``), and a process that folds ranks
+# differently (``compile_on_one_rank`` on in one, off in the other) does
+# not load it.
+_UNSAVED = object()  # an entry saved before the rank was part of this guard
+
+
+def DYNAMO_DIST_SAVED_BY(version: str, planner: tuple, builder: Any, guard: Any, rank: Any = _UNSAVED) -> None:
     """Saved with every frame packaged while the plugin is installed: the
     plugin's version (it shaped the trace even where torch's own guards
-    cover it) and the redistribute planner's switches when the frame was
+    cover it), the redistribute planner's switches when the frame was
     traced (they choose the collectives a traced redistribute runs; the
-    compile caches' keys hold them too). On load, where either differs in
-    this process, a root check that always fails, so the frame is traced
-    again (the switches are read once, when the frame loads, as a compile
-    reads them); where both are the same, no check at all."""
+    compile caches' keys hold them too) and the rank the trace folded
+    (``folded_rank``, None where it folded none; see above). On load, where
+    any of them differs in this process, a root check that always fails,
+    so the frame is traced again (they are read once, when the frame loads,
+    as a compile reads them); where all are the same, no check at all."""
     if version != _version.__version__:
         text = f"dynamo_dist: this frame was saved by dynamo_dist {version}; this process runs {_version.__version__}"
     elif planner != redistribute_planner_flags():
         text = (f"dynamo_dist: this frame was traced under the redistribute planner's switches {dict(planner)}; "
                 f"this process has {dict(redistribute_planner_flags())}")
+    elif rank is _UNSAVED or rank != folded_rank():
+        text = (f"dynamo_dist: this frame was traced {_rank_words(rank)}; this process would trace it "
+                f"{_rank_words(folded_rank())}")
     else:
         return
     builder.guard_manager.root.add_lambda_guard(_never, get_verbose_code_parts(text, guard), None)
+
+
+def _rank_words(rank: Any) -> str:
+    if rank is _UNSAVED:
+        return "by a process that did not save its rank"
+    return "with no rank folded into it (compile_on_one_rank, or no world)" if rank is None else f"on rank {rank}"
+
+
+def saved_by_guard() -> Any:
+    """The guard saved with every frame packaged now (``DYNAMO_DIST_SAVED_BY``)."""
+    return GlobalStateSource().make_guard(functools.partial(
+        DYNAMO_DIST_SAVED_BY, _version.__version__, redistribute_planner_flags(), rank=folded_rank()))
 
 
 def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) -> None:
@@ -847,8 +884,7 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
                 kept.append(saved)
         if not unsaved and not overrides:
             _release_groups(builder, groups, sorted_guards)
-            kept.append(GlobalStateSource().make_guard(
-                functools.partial(DYNAMO_DIST_SAVED_BY, _version.__version__, redistribute_planner_flags())))
+            kept.append(saved_by_guard())
             return original(self, builder, kept, output_graph)
         reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
                   else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))

@@ -28,19 +28,27 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
+import logging
+import os
 import pickle
 import sys
 import types
 from typing import Any
 
+import filelock
+import torch._dynamo
 from torch._dynamo.codegen import PyCodegen
 from torch._dynamo.convert_frame import ConvertFrameAssert, get_compile_id
-from torch._dynamo.package import (CompilePackage, DynamoCache, PrecompileCacheEntry, SerializedCode,
-                                   load_guard_manager, load_guards_state)
+from torch._dynamo.package import (CompilePackage, DiskDynamoStore, DynamoCache, PrecompileCacheEntry, SerializedCode,
+                                   _hash_sourcelines, load_guard_manager, load_guards_state)
 from torch._dynamo.precompile_context import PrecompileContext
 from torch._dynamo.types import GuardedCode, wrap_guarded_code
 
+from .distributed import folded_rank
 from .dynamo import precompile_caching
+
+log = logging.getLogger("dynamo_dist.packages")
 
 # Where Dynamo converts one frame (traces it and builds its guarded code).
 FRAME_CONVERSION_POINT: tuple[Any, str] = (ConvertFrameAssert, "__call__")
@@ -120,7 +128,8 @@ def install_or_trace(original: Any) -> Any:
         try:
             _same_function(self)
             _bind_in_code_module(self)
-            original(self, backends)
+            with _only_this_process_variants(self):
+                original(self, backends)
         except RuntimeError:
             raise
         except Exception as e:
@@ -203,6 +212,7 @@ def record_merged(original: Any) -> Any:
         key = str(package.source_id)
         if key not in PrecompileContext._dynamo_cache_entries:  # torch cleared what it recorded: so do we
             _RECORDED.pop(key, None)
+        tag_new_variants(package._codes.values())
         original(self, package)
         recorded = _RECORDED.setdefault(key, {})
         recorded[id(package)] = (package, package.cache_entry())  # the package held: its id stays its own
@@ -235,6 +245,8 @@ def _merged_entries(entries: list[Any]) -> Any | None:
             if (into.python_module, into.install_to_global, into.code_source) != (
                     code.python_module, code.install_to_global, code.code_source):
                 return None
+            if any(into.import_sources.get(alias, module) != module for alias, module in code.import_sources.items()):
+                return None  # an alias of another module: two processes bound one name two ways
             # A package loaded from an entry merged before holds its variants too.
             into.guarded_codes.extend(g for g in code.guarded_codes if g not in into.guarded_codes)
             into.backend_ids.extend(b for b in code.backend_ids if b not in into.backend_ids)
@@ -242,9 +254,198 @@ def _merged_entries(entries: list[Any]) -> Any | None:
             into.import_sources.update(code.import_sources)
             if getattr(into, "bypassed", False) and not getattr(code, "bypassed", False):
                 codes[codes.index(into)] = dataclasses.replace(into, bypassed=False)
+    # A name bound to two codes (resume functions of one name traced in two
+    # processes, each counting its own): installing both would run one's
+    # bytecode where the other's is called.
+    bound: dict[tuple[str, str], Any] = {}
+    for code in codes:
+        for name in code.function_names if code.install_to_global else ():
+            if bound.setdefault((code.python_module, name), code) is not code:
+                return None
     sources = set().union(*(e.source_info.inlined_sources for e in entries))
     return dataclasses.replace(first, codes=codes,
                                source_info=dataclasses.replace(first.source_info, inlined_sources=sources))
+
+
+# -- the entries of the processes that share a cache dir -----------------------
+# Dynamo's cache keys an entry by the function (``source_id``: its qualified
+# name and first line) and writes it whole (``DiskDynamoStore.
+# _write_to_local_cache``), so processes sharing a cache dir (torch's
+# default ``TORCHINDUCTOR_CACHE_DIR`` is one per user on a host: every rank
+# of a node) overwrite each other's entries, the last writer winning: a
+# restart then loads one rank's variants on every rank and the others trace
+# again. Here the variants of every process coexist in the one entry:
+#
+# - each variant records the rank its trace folded (``folded_rank``; None
+#   under ``compile_on_one_rank``, where a variant runs on every rank) as an
+#   attribute of its ``_GuardedCodeCacheEntry`` (``VARIANT_RANK``), set when
+#   Dynamo records the package after a trace (``tag_new_variants``), pickled
+#   with it;
+# - writing an entry (``ENTRY_WRITE_POINT``, by ``save_cache_artifacts()``
+#   and when ``load_cache_artifacts()`` fills the cache) merges it, under a
+#   file lock beside the entry, with the entry already there
+#   (``merged_with_saved``): the saved variants first, then the new ones, at
+#   most ``recent_variants()`` per code and rank (the newest), the backends
+#   the kept variants call; a saved entry that no longer loads here (another
+#   torch or GPU, a source file that changed since) or that does not fit
+#   together with the new one (another function of the same key, a name
+#   bound two ways) is replaced, as torch replaces it;
+# - installing a package (``install_or_trace``) installs the variants of
+#   this process's rank only (``_only_this_process_variants``), so a call
+#   checks no other rank's guards; the package keeps the others, so what
+#   this process saves still holds them.
+#
+# Soundness does not rest on the attribute: every saved variant's guards
+# hold the rank its trace folded (``dynamo.DYNAMO_DIST_SAVED_BY``), so a
+# variant of another rank that is installed anyway (by a torch without the
+# plugin, or saved before the attribute existed) fails on load, and the
+# frame is traced.
+VARIANT_RANK = "_dynamo_dist_rank"
+_UNTAGGED = object()
+ENTRY_WRITE_POINT: tuple[Any, str] = (DiskDynamoStore, "_write_to_local_cache")
+ENTRY_LOCK_S = 120.0  # the longest a write waits for another process's write of the same entry
+
+
+def tag_new_variants(code_entries: Any) -> None:
+    """Record this process's rank (``folded_rank``) on every variant of
+    ``code_entries`` (``_DynamoCodeCacheEntry``s) that has none: the ones
+    traced here since the last record."""
+    rank = folded_rank()
+    for entry in code_entries:
+        for variant in entry.guarded_codes:
+            if not hasattr(variant, VARIANT_RANK):
+                setattr(variant, VARIANT_RANK, rank)
+
+
+def variant_rank(variant: Any) -> Any:
+    """The rank a saved variant's trace folded (None: any rank), or
+    ``_UNTAGGED`` for one saved without it."""
+    return getattr(variant, VARIANT_RANK, _UNTAGGED)
+
+
+def _runs_here(variant: Any, rank: int | None) -> bool:
+    tag = variant_rank(variant)
+    return tag is _UNTAGGED or tag == rank
+
+
+class _only_this_process_variants:
+    """For the block (torch's ``install``), the package's entries hold only
+    the variants this process can run; a code with none of them is installed
+    as a bypassed entry (neither run nor skipped: traced when called)."""
+
+    def __init__(self, package: Any) -> None:
+        self.package, self.swapped = package, {}
+
+    def __enter__(self) -> None:
+        rank = folded_rank()
+        for code, entry in list(self.package._codes.items()):
+            mine = [v for v in entry.guarded_codes if _runs_here(v, rank)]
+            if len(mine) != len(entry.guarded_codes):
+                self.swapped[code] = entry
+                self.package._codes[code] = dataclasses.replace(entry, guarded_codes=mine,
+                                                                bypassed=entry.bypassed or not mine)
+
+    def __exit__(self, *exc: Any) -> None:
+        for code, entry in self.swapped.items():
+            if code in self.package._codes:
+                self.package._codes[code] = entry
+
+
+def recent_variants() -> int:
+    """How many variants of a code and rank a saved entry keeps: Dynamo's
+    recompile limit (a process never runs more of one code)."""
+    config = torch._dynamo.config
+    return int(getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8)))
+
+
+def _called_backends(code: Any) -> set[str]:
+    """The backends (``__compiled_fn_*``) a saved variant's bytecode calls,
+    its nested codes' included (how torch 2.15 finds them too)."""
+    names = {name for name in code.co_names if name.startswith("__compiled_fn_")}
+    for const in code.co_consts:
+        if isinstance(const, SerializedCode):
+            names |= _called_backends(const)
+    return names
+
+
+def _loads_here(entry: Any) -> bool:
+    """A saved ``_DynamoCacheEntry`` that this process's torch would load:
+    the same system (torch, Python, GPU) and every source it inlined as it
+    is now (``CompilePackage.initialize``'s checks)."""
+    try:
+        entry.check_versions()
+        for source in entry.source_info.inlined_sources:
+            module = importlib.import_module(source.module)
+            if _hash_sourcelines(module, source.firstlineno, source.lastlineno) != source.checksum:
+                return False
+    except Exception:
+        return False
+    return True
+
+
+def merged_with_saved(saved: Any, new: Any) -> Any | None:
+    """One ``PrecompileCacheEntry`` holding the variants of ``saved`` (the
+    entry in the cache dir) and ``new`` (this process's), or None where the
+    new entry should replace the saved one (see above)."""
+    if not _loads_here(saved.dynamo):
+        return None
+    merged = _merged_entries([saved.dynamo, new.dynamo])
+    if merged is None:
+        return None
+    keep = recent_variants()
+    backends = {**saved.backends, **new.backends}
+    codes = []
+    for code in merged.codes:
+        kept: list[Any] = []
+        for variant in reversed(code.guarded_codes):  # the newest first
+            if sum(variant_rank(v) == variant_rank(variant) for v in kept) < keep:
+                kept.append(variant)
+        kept.reverse()
+        called = set().union(*(_called_backends(v.dynamo_code) for v in kept))
+        ids = [b for b in code.backend_ids if b in called and b in backends]
+        codes.append(dataclasses.replace(code, guarded_codes=kept, backend_ids=ids))
+    dynamo = dataclasses.replace(merged, codes=codes)
+    return PrecompileCacheEntry(dynamo, {b: backends[b] for c in codes for b in c.backend_ids})
+
+
+def write_merged(original: Any) -> Any:
+    """``DiskDynamoStore._write_to_local_cache`` that merges the entry it
+    writes with the one already at its path (see above)."""
+
+    def _write_to_local_cache(self: Any, pickled_content: bytes, path: str) -> None:
+        prefix = self.path_prefix()
+        where = os.path.join(prefix, path) if prefix else path
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
+            lock = filelock.FileLock(f"{where}.lock", timeout=ENTRY_LOCK_S)
+            lock.acquire()
+        except Exception as e:  # no lock (a read-only dir, a slow writer): torch's own write
+            log.warning("dynamo_dist: writing Dynamo's entry %s without merging it with the saved one: %s", where, e)
+            return original(self, pickled_content, path)
+        try:
+            return original(self, _merged_content(where, pickled_content), path)
+        finally:
+            lock.release()
+
+    _write_to_local_cache.__wrapped__ = original  # type: ignore[attr-defined]
+    return _write_to_local_cache
+
+
+def _merged_content(where: str, pickled_content: bytes) -> bytes:
+    try:
+        with open(os.path.join(where, "entry"), "rb") as f:
+            saved = pickle.load(f)
+    except FileNotFoundError:
+        return pickled_content
+    except Exception:  # unreadable: torch would not load it either
+        return pickled_content
+    try:
+        merged = merged_with_saved(saved, pickle.loads(pickled_content))
+        return pickled_content if merged is None else pickle.dumps(merged)
+    except Exception as e:  # never fail a save over the merge
+        log.warning("dynamo_dist: Dynamo's entry %s replaces the saved one (merging failed: %s: %s)", where,
+                    type(e).__name__, e)
+        return pickled_content
 
 
 def _code_module(fn: Any) -> str | None:

@@ -38,7 +38,6 @@ import weakref
 from typing import Any, Iterator
 
 import torch
-import torch.distributed as dist
 
 from .. import _compat as C
 from .. import tracked_types
@@ -143,10 +142,9 @@ def live_mesh(stored: Any) -> Any:
 def rank_tag() -> str | None:
     """This process's rank: AOTAutograd's trace reads coordinates (a shard's
     offset, whether a rank holds data) that no key field shows. None under
-    ``compile_on_one_rank`` or without a world."""
-    if C.compile_on_one_rank() or not dist.is_initialized():
-        return None
-    return f"dynamo_dist rank {dist.get_rank()}"
+    ``compile_on_one_rank`` or without a world (``C.folded_rank``)."""
+    rank = C.folded_rank()
+    return None if rank is None else f"dynamo_dist rank {rank}"
 
 
 def planner_tag() -> str:

@@ -9,8 +9,10 @@ graph W times. Here each lookup that misses everywhere (local and remote
 cache) goes through the job's store (``store``): one rank claims the key
 and compiles; the others wait, receive the artifacts it saved
 (``torch.compiler.load_cache_artifacts``' bytes, framed by ``bundles``) and
-look the key up again, now a local hit. No shared filesystem or remote cache
-is needed; where they exist, they are used first.
+look the key up again, now a local hit. The store carries the signals; the
+bytes reach each host once (``host``), from the fleet cache where torch's
+remote cache is on (``fleet``), else from the store. No shared filesystem or
+remote cache is needed; where they exist, they are used first.
 
 Two levels, the coarsest that applies:
 
@@ -41,7 +43,10 @@ artifact (``dynamo_dist_compile_once``) that ``explain`` reads, and counted
 Modules:
 
 - ``protocol``: lookups, claims, loads, publishes and compile scopes;
-- ``store``: the claim / beat / publish protocol over the job's c10d store;
+- ``store``: the claim / tick / done protocol over the job's c10d store
+  (blocking waits; a graph's keys deleted once every rank has its bytes);
+- ``host``: the ranks of a host share one download;
+- ``fleet``: the fleet cache as the data plane;
 - ``bundles``: a graph's artifacts framed with their key, length and digest;
 - ``kernels``: compiled C++ kernels sent with the artifacts;
 - ``frames``: Dynamo's own entries (torch's precompile) shipped the same way,

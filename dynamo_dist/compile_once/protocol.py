@@ -23,7 +23,9 @@ from .. import _compat as C
 from .. import config
 from ..caching import keys
 from . import bundles, kernels
-from .store import Decision, JobStore, Outcome, StoreError
+from .fleet import fleet
+from .host import Host, host_dir
+from .store import VIA_FLEET, VIA_HOST, VIA_STORE, Decision, JobStore, Outcome, StoreError
 
 log = logging.getLogger("dynamo_dist.compile_once")
 
@@ -34,6 +36,10 @@ TRACE_ARTIFACT = "dynamo_dist_compile_once"
 COMPILED_SHARED = "compiled here, shared with the job"
 COMPILED_HERE = "compiled here"
 LOADED = "loaded from rank {rank}"
+# How its bytes reached this rank (``Outcome.via``), after LOADED.
+VIA_WORDS = {VIA_STORE: "through the job's store",
+             VIA_HOST: "through this host's cache (a neighbour on the host had it)",
+             VIA_FLEET: "through the fleet cache"}
 LOCAL_HIT = "local cache hit"
 REMOTE_HIT = "remote cache hit"
 COMPILED_AFTER = "compiled here: {reason}"
@@ -74,9 +80,12 @@ _stats: collections.Counter = collections.Counter()
 
 def stats() -> dict[str, float]:
     """This process's counts: graphs ``compiled_shared`` (claimed and
-    published), ``compiled_here`` (not shared), ``loaded`` from another rank,
-    ``local_hits`` and ``remote_hits``; seconds ``waited_s`` and
-    ``compile_s`` (claim to publish); ``bytes_sent`` and ``bytes_loaded``."""
+    published), ``compiled_here`` (not shared), ``loaded`` from another rank
+    (and frames: ``frames_shipped``, ``frames_loaded``), each load by how its
+    bytes came (``via_store``, ``via_host``, ``via_fleet``; their bytes
+    ``bytes_via_store`` ...), ``local_hits``
+    and ``remote_hits``; seconds ``waited_s`` and ``compile_s`` (claim to
+    publish); ``bytes_sent`` and ``bytes_loaded``."""
     return dict(_stats)
 
 
@@ -120,9 +129,13 @@ def _job_store() -> JobStore:
     index = (id(store), rank, namespace)
     if index not in _stores:
         _stores.clear()  # a new world: the old store is gone with its group
-        _stores[index] = JobStore(store, namespace, rank, config.compile_once_wait_s, config.compile_once_stale_s)
+        _stores[index] = JobStore(store, namespace, rank, config.compile_once_wait_s, config.compile_once_stale_s,
+                                  world=dist.get_world_size(), fleet=fleet())
     job = _stores[index]
     job.wait_s, job.stale_s = config.compile_once_wait_s, config.compile_once_stale_s
+    where = host_dir()
+    if job.host is None or job.host.directory != where:
+        job.host = Host(where, keep_s=config.compile_once_wait_s)
     return job
 
 
@@ -225,9 +238,14 @@ def not_matching(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
 def loaded(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
     assert outcome.payload is not None
     _stats["frames_loaded" if kind == FRAME else "loaded"] += 1
+    _stats[f"via_{outcome.via}"] += 1
+    _stats[f"bytes_via_{outcome.via}"] += len(outcome.payload)
     _stats["bytes_loaded"] += len(outcome.payload)
-    _emit(kind, key, LOADED.format(rank=outcome.source_rank), waited_s=round(outcome.waited_s, 3),
-          bytes=len(outcome.payload), source_rank=outcome.source_rank, **extra)
+    source = LOADED.format(rank=outcome.source_rank)
+    if outcome.via in VIA_WORDS:
+        source = f"{source} {VIA_WORDS[outcome.via]}"
+    _emit(kind, key, source, waited_s=round(outcome.waited_s, 3), bytes=len(outcome.payload),
+          source_rank=outcome.source_rank, via=outcome.via, **extra)
 
 
 def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:

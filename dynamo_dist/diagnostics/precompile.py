@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._compat import dynamo_logs as L
+from ..compile_once.protocol import VIA_WORDS
 from .._compat import observe as O
 from .report import (DECLINED, LOADED, LOADED_FROM_RANK, LOADED_FROM_RANK_THEN_TRACED, LOADED_THEN_TRACED, NOT_SAVED,
                      PACKAGED, PLUGIN, STOCK_DYNAMO, TRACED, ExplainReport, FrameOrigin)
@@ -159,6 +160,9 @@ class Precompile:
         from_rank = next((r["source_rank"] for r in shipped if "source_rank" in r), None)
         if from_rank is not None and not loaded:
             frame.origin = LOADED_FROM_RANK.format(rank=from_rank)
+            via = next((r["via"] for r in shipped if r.get("via") in VIA_WORDS), None)
+            if via is not None:  # how its bytes came; replaced below if it was traced after all
+                frame.why = f"its bytes came {VIA_WORDS[via]}"
         if not rows:
             return frame
         if loaded:

@@ -3,8 +3,9 @@
 (``devtools.clients.restart``): torchtitan's llama3 debugmodel with TP=2 and
 no activation checkpointing (per-block ``torch.compile`` and the loss's,
 inductor, 2 gloo ranks), job 1 and job 2 each a fresh process whose ranks
-keep their caches in their own dirs under one root, each rank training eagerly
-then with the plugin and saving Dynamo's entries.
+keep their caches in their own dirs under one root, or in one dir they share
+(torch's default cache dir is one per user on a host), each rank training
+eagerly then with the plugin and saving Dynamo's entries.
 
 Job 2 must trace no frame on any rank (every frame loaded from job 1's
 entries) and match eager's losses and gradients step by step; job 1 must
@@ -16,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from devtools import PLUGIN
-from devtools.clients.restart import restart
+from devtools.clients.restart import LAYOUTS, restart
 from helpers import torchtitan_marks
 
 pytestmark = torchtitan_marks()
@@ -28,9 +29,9 @@ STEPS = 2  # the second step runs on weights the first step's optimizer updated
 LOSS_TOL = GRAD_TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def jobs():
-    return restart(ROW, PLUGIN, steps=STEPS, timeout=900)
+@pytest.fixture(scope="module", params=LAYOUTS)
+def jobs(request):
+    return restart(ROW, PLUGIN, steps=STEPS, timeout=900, layout=request.param)
 
 
 def _assert_trains_like_eager(job) -> None:

@@ -54,7 +54,31 @@ def test_one_rank_compiles_and_the_other_loads_its_artifacts(tmp_path):
     aot = {r: next(o for o in run["explained"]["outcomes"] if o[0] == "aot_autograd") for r, run in runs.items()}
     assert aot[compilers[0]][2] == "miss" and aot[compilers[0]][3].startswith("compiled here, shared with the job (")
     assert aot[1 - compilers[0]][2] == "hit"
-    assert aot[1 - compilers[0]][3].startswith(f"loaded from rank {compilers[0]} (waited ")
+    assert aot[1 - compilers[0]][3].startswith(f"loaded from rank {compilers[0]} through the job's store (waited ")
+
+
+def test_two_hosts_of_two_download_once_per_host(tmp_path):
+    """4 ranks grouped as torchrun groups 2 nodes of 2 (``LOCAL_WORLD_SIZE=2``):
+    one rank compiles; its neighbour reads what it left on their host; on the
+    other host one rank downloads from the store and its neighbour reads
+    that. The store serves the artifacts once (the other host's download),
+    and ``explain`` says on each rank how its graph came."""
+    runs = spawn_world(rank_run, 4, str(tmp_path), explain=True, local_world=2)
+    assert all(run["same_as_eager"] for run in runs.values())
+    compilers = [r for r, run in runs.items() if _compiled(run)]
+    assert len(compilers) == 1, {r: run["outcomes"] for r, run in runs.items()}
+    compiler = compilers[0]
+    via = {r: next(v for v in ("store", "host", "fleet") if run["stats"].get(f"via_{v}"))
+           for r, run in runs.items() if r != compiler}
+    assert via[compiler ^ 1] == "host"
+    assert sorted(v for r, v in via.items() if r // 2 != compiler // 2) == ["host", "store"]
+    sent = runs[compiler]["stats"]["bytes_sent"]
+    assert sum(run["stats"].get("bytes_via_store", 0) for run in runs.values()) == sent
+    words = {"store": "through the job's store", "host": "through this host's cache"}
+    for r, v in via.items():
+        assert not runs[r]["warnings"]
+        [aot] = [o for o in runs[r]["explained"]["outcomes"] if o[0] == "aot_autograd"]
+        assert aot[2] == "hit" and aot[3].startswith(f"loaded from rank {compiler} {words[v]}"), aot
 
 
 @pytest.fixture(scope="module")

@@ -284,8 +284,10 @@ def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
         # A registry torch guards by position holds fewer entries: the saved
         # guard cannot be rebuilt (stock raises IndexError in torch.compile).
         "registered": ({"registered": False}, {"registry"}),
-        # compile_on_one_rank set: the saved override guard ("unset") fails.
-        "one_rank": ({"one_rank": True}, {"config"}),
+        # compile_on_one_rank set: rank answers become graph operations, so
+        # no frame saved with rank 0 folded in runs (the compile caches'
+        # keys change alike), and the saved override guard ("unset") fails.
+        "one_rank": ({"one_rank": True}, kinds),
         # torch saves a module by reference and rebuilds a guard on a value
         # read through it against the loading process's own value (stock runs
         # the loaded frame: the saved process's answer).
@@ -298,6 +300,21 @@ def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
         cache = tmp_path / name
         shutil.copytree(saved, cache)
         assert _traced(_precompile_run(cache, **options)) == expected, name
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_ranks_sharing_a_cache_dir_each_run_and_restart_from_their_own_variants(tmp_path):
+    """Without ``compile_on_one_rank`` a trace folds this rank into the frame
+    (``dist.get_rank()``; the default group's saved guard is its name, ranks
+    and backend, the same on every rank). Ranks 0 then 1 save into one cache
+    dir (torch's default on a host): rank 1 must not run what rank 0 saved
+    (it answered ``x * 2``, rank 0's, before the saved frames held the rank),
+    so it traces both frames; its save keeps rank 0's variants beside its own
+    (torch keeps the last writer's), so rank 0's restart traces nothing."""
+    for rank in (0, 1):
+        assert _traced(_precompile_run(tmp_path, ranked=True, rank=rank)) == {"rank", "coordinate"}, rank
+    assert _traced(_precompile_run(tmp_path, ranked=True, rank=0)) == set()
 
 
 @pytest.mark.slow

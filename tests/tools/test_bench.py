@@ -185,3 +185,39 @@ def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch)
     summary = report.summary({"warm_start_clients": [skipped, ran]})
     assert name not in summary and "warm start, transformers Llama TP=2, gloo x2, inductor" in summary
     assert summary.rstrip().endswith("plugin FX 4/4 hit; AOT 1/2 hit, 1 bypass |")  # the bypass is shown
+
+
+@pytest.mark.slow
+def test_compile_once_scale_runs_small_and_writes_a_whole_file(tmp_path):
+    """``--only compile_once_scale`` on its quick size (16 simulated ranks in
+    2 processes, a real TCPStore): its JSON holds every row with the load,
+    the new protocol served each host once (a host of 8 reads its spool) and
+    left the store two small keys, the old one served every rank and left
+    the payload; each fault row ends with every living rank done. Runs only
+    when named, never in CI's quick run."""
+    from devtools.bench.suite import DEFAULT_SECTIONS
+
+    assert "compile_once_scale" not in DEFAULT_SECTIONS
+    out = tmp_path / "scale.json"
+    proc = subprocess.run([sys.executable, "-m", "devtools", "bench", "--quick", "--only", "compile_once_scale",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["meta"]["command"] == f"python -m devtools bench --quick --only compile_once_scale --json {out}"
+    assert len(result["meta"]["machine"]["load_average_start"]) == 3
+    rows = {(r["protocol"], r["fault"]): r for g in result["compile_once_scale"] for r in g["rows"]}
+    new, old = rows[("new", None)], rows[("old", None)]
+    for r in rows.values():
+        assert len(r["load_average"]) == 3 and r["ranks"] == 16 and r["hosts"] == 2, r
+        assert r["decisions"].get("compile") == 1, r
+    payload = new["payload_bytes"]
+    assert new["decisions"] == {"compile": 1, "load": 15} and new["via"] == {"store": 1, "host": 14}
+    assert new["store_bytes_served"] < 2 * payload <= new["bound_bytes"]
+    assert new["store_keys_after"] == 2 and new["store_bytes_after"] < 200  # claim and done
+    assert old["via"] == {"store": 15} and old["store_bytes_served"] >= 15 * payload
+    assert old["store_bytes_after"] > payload  # the old protocol never deleted the payload
+    assert rows[("new", "compiler_killed")]["decisions"] == {"compile": 1, "local": 15}
+    assert rows[("new", "store_slowed")]["decisions"] == {"compile": 1, "load": 15}
+    killed = rows[("new", "fetcher_dies")]
+    assert killed["died"] == 1 and killed["decisions"] == {"compile": 1, "load": 14}
+    assert "Compile once at scale" in proc.stdout

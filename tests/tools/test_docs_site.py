@@ -27,12 +27,14 @@ GENERATED = {
     "bench-warm-clients": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
     "bench-compile-once": "docs/benchmarks.md",
+    "bench-compile-once-scale": "docs/benchmarks.md",
     "bench-planner": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m devtools bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",
     "bench-scale-summary": "README.md",
     "bench-compile-once-summary": "README.md",
+    "bench-compile-once-scale-summary": "README.md",
     "bench-planner-summary": "README.md",
     "bench-compile-once-jobs": "docs/compile-once.md",  # written with docs/benchmarks.md (beside it)
 }
@@ -115,7 +117,8 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
 # benchmark page's blocks show, each regenerated in this order.
 RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
            "benchmarks/results/warm_start_clients_2.15.0.json", "benchmarks/results/scale_2.15.0.json",
-           "benchmarks/results/compile_once_2.15.0.json", "benchmarks/results/planner_2.15.0.json")
+           "benchmarks/results/compile_once_2.15.0.json", "benchmarks/results/compile_once_scale_2.15.0.json",
+           "benchmarks/results/planner_2.15.0.json")
 # The warm start on every release, the benchmark page's table of the releases.
 RELEASE_RESULTS = tuple(f"benchmarks/results/warm_start_{v}.json" for v in ("2.11.0", "2.12.1", "2.13.0", "2.14.1",
                                                                             "2.15.0"))
