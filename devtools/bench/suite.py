@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import os
-import platform
 import sys
 import traceback
 from dataclasses import dataclass
@@ -14,6 +11,7 @@ from typing import Any
 import torch
 
 import dynamo_dist
+from devtools import results
 
 from . import _timing as T
 from . import compile_once, compile_time, guard_cost, planner, recompiles, scale, step_time, warm_clients, warm_start
@@ -109,29 +107,6 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
               once_clients=(), once_client_repeats=1, planner_repeats=1)
 
 
-def machine() -> dict[str, Any]:
-    """What the figures were taken on."""
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    info: dict[str, Any] = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        if torch.cuda.is_available() else [],
-    }
-    if hasattr(os, "getloadavg"):
-        info["load_average_start"] = [round(v, 2) for v in os.getloadavg()]
-    return info
-
-
 def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "",
         quiet: bool = False) -> dict[str, Any]:
     """Run the chosen sections; the JSON-ready result. A task that fails
@@ -140,16 +115,8 @@ def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str 
 
     tasks = [(section, task) for section in sections for task in MODULES[section].tasks(cfg)]
     progress = T.Progress(len(tasks), quiet=quiet)
-    result: dict[str, Any] = {
-        "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": command,
-            "dynamo_dist": dynamo_dist.__version__,
-            "machine": machine(),
-            "config": dataclasses.asdict(cfg),
-        },
-        **{section: [] for section in sections},
-    }
+    stamp = results.Run(command, dataclasses.asdict(cfg))
+    result: dict[str, Any] = {section: [] for section in sections}
     was_installed, threads = dynamo_dist.is_installed(), torch.get_num_threads()
     # One intra-op thread, as each rank of the step-time worlds: CPU time then
     # measures this process's work, not idle worker threads spinning.
@@ -168,11 +135,8 @@ def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str 
     finally:
         torch.set_num_threads(threads)
         (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
-    if hasattr(os, "getloadavg"):
-        result["meta"]["machine"]["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
-    result["meta"]["seconds"] = round(progress.elapsed(), 1)
     print(f"done in {progress.elapsed():.0f}s", file=sys.stderr)
-    return result
+    return stamp.result(result)
 
 
 def errors(result: dict[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import shlex
 import sys
+from typing import Any
 
 from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
@@ -102,6 +103,26 @@ def _summary_blocks_missing(args: argparse.Namespace) -> str | None:
     return None
 
 
+def config(args: argparse.Namespace) -> Any:
+    """The suite's ``Config`` these options run (``devtools.bench.suite``),
+    or what is wrong with them."""
+    from devtools.bench import suite
+
+    cfg = suite.QUICK if args.quick else suite.FULL
+    if args.warm_gloo:
+        cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
+    if args.client_rows:
+        unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
+        if unknown:
+            return f"--client-rows: no row {unknown[0]!r}; the rows: " + "; ".join(suite.warm_clients.ROWS)
+        cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
+    if args.client_warm_runs is not None:
+        if args.client_warm_runs < 1:
+            return "--client-warm-runs: give 1 or more"
+        cfg = dataclasses.replace(cfg, warm_clients_repeats=args.client_warm_runs)
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     missing = _summary_blocks_missing(args)
     if missing:
@@ -113,27 +134,17 @@ def run(args: argparse.Namespace) -> int:
         with open(args.from_json) as f:
             result = json.load(f)
     else:
-        cfg = suite.QUICK if args.quick else suite.FULL
-        if args.warm_gloo:
-            cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
-        if args.client_rows:
-            unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
-            if unknown:
-                print(f"python -m devtools bench: --client-rows: no row {unknown[0]!r}; the rows: "
-                      + "; ".join(suite.warm_clients.ROWS), file=sys.stderr)
-                return 2
-            cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
-        if args.client_warm_runs:
-            if args.client_warm_runs < 1:
-                print("python -m devtools bench: --client-warm-runs: give 1 or more", file=sys.stderr)
-                return 2
-            cfg = dataclasses.replace(cfg, warm_clients_repeats=args.client_warm_runs)
+        cfg = config(args)
+        if isinstance(cfg, str):
+            print(f"python -m devtools bench: {cfg}", file=sys.stderr)
+            return 2
         result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args),
                            quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        from devtools import results
+
+        results.write(args.json, result)
     if args.write_doc:
         report.write_doc(args.write_doc, result, args.note)
     if args.update_readme:
