@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import torch.distributed.config as _dist_config
 
 try:  # 2.14+: the canonical home of compile_on_one_rank
