@@ -14,20 +14,22 @@ import dynamo_dist
 from devtools import results
 
 from . import _timing as T
-from . import compile_once, compile_time, guard_cost, planner, recompiles, scale, step_time, warm_clients, warm_start
+from . import (compile_once, compile_time, demo, guard_cost, planner, recompiles, scale, step_time, warm_clients,
+               warm_start)
 
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
-            "compile_once", "planner")
+            "compile_once", "planner", "demo")
 # ``bench`` with no ``--only``: every section but those that run only when
 # named: the clients' warm start (torchtitan and transformers, about 45
 # minutes), the scale sweep (fake worlds up to 65,536 ranks, about half an
 # hour), compile once (cold jobs of 2 and 4 ranks, about half an hour) and the
-# redistribute planner's cost on 2-D to 4-D meshes (a few minutes).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "planner")
+# redistribute planner's cost on 2-D to 4-D meshes (a few minutes), and the
+# demo as a user runs it (a few minutes).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "planner", "demo")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
            "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale,
-           "compile_once": compile_once, "planner": planner}
+           "compile_once": compile_once, "planner": planner, "demo": demo}
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class Config:
     once_client_repeats: int
     # The redistribute planner: rounds of cold compiles per mesh, redistribution and planner.
     planner_repeats: int
+    # The demo: runs of `python -m dynamo_dist demo` (its defaults; --quick's small run when quick).
+    demo_runs: int
+    demo_timeout: float
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
@@ -94,7 +99,8 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
               scale_guard_calls=4_000, scale_block_calls=1_000, scale_repeats=5,
               once_model="transformer", once_size="small", once_worlds=(2, 4), once_repeats=3, once_timeout=1800,
               once_sim_processes=(16, 32, 64), once_sim_keys=4, once_sim_compile_s=2.0, once_sim_payload=400_000,
-              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1, planner_repeats=5)
+              once_clients=compile_once.CLIENT_ROWS, once_client_repeats=1, planner_repeats=5,
+              demo_runs=3, demo_timeout=1200)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
                model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=2, step_steps=3,
@@ -104,7 +110,8 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
                scale_guard_calls=300, scale_block_calls=50, scale_repeats=1,
               once_model="mlp", once_size="tiny", once_worlds=(2,), once_repeats=1, once_timeout=600,
               once_sim_processes=(4,), once_sim_keys=2, once_sim_compile_s=0.5, once_sim_payload=100_000,
-              once_clients=(), once_client_repeats=1, planner_repeats=1)
+              once_clients=(), once_client_repeats=1, planner_repeats=1,
+              demo_runs=1, demo_timeout=600)
 
 
 def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "",

@@ -10,7 +10,8 @@ under compile_on_one_rank (stock, the plugin, the plugin compiling once per
 job), a new host with the fleet cache, and the coordination among 16 to 64
 processes; ``--only planner``: the CPU time DTensor's redistribute planner
 spends while a redistribution across every dim of a 2-D to 4-D mesh is
-traced, greedy against min-cost.
+traced, greedy against min-cost; ``--only demo``: ``python -m dynamo_dist
+demo`` as a user runs it, its wall time and its summary table.
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -34,16 +35,16 @@ from dynamo_dist.cli.arguments import existing_file, file_with_markers
 # The sections --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to devtools.bench.suite.SECTIONS.
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
-            "compile_once", "planner")
-# What runs without --only (the clients' warm start, the scale sweep, compile once and the planner run only
-# when named).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "planner")
+            "compile_once", "planner", "demo")
+# What runs without --only (the clients' warm start, the scale sweep, compile once, the planner and the demo
+# run only when named).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "planner", "demo")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 # The summary blocks --update-readme rewrites (devtools.bench.report):
 # a section's own block, else the main one.
 SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "warm_start_clients": "bench-warm-clients-summary",
                    "scale": "bench-scale-summary", "compile_once": "bench-compile-once-summary",
-                   "planner": "bench-planner-summary"}
+                   "planner": "bench-planner-summary", "demo": "bench-demo-summary"}
 MAIN_SUMMARY_MARKER = "bench-summary"
 
 
