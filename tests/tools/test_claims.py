@@ -315,3 +315,63 @@ def test_coverage_counts_are_the_tables():
             status = next(s for s, forms in STATUS_WORDS.items() if words in forms)
             said[status] = int(n)
         assert said == counts, (version, said, counts)
+
+
+# ---------------------------------------------------------------------------
+# restart_2.15.0.json and precompile_2.15.0.json: restarts under torch's precompile.
+
+FAMILIES = {"TP": "torchtitan TP=2", "FSDP2": "torchtitan FSDP2", "dp x tp": "torchtitan dp2 x tp2",
+            "SimpleFSDP": "torchtitan SimpleFSDP", "EP": "torchtitan deepseek_v3 MoE, EP=2",
+            "CP": "torchtitan CP=2", "HF Llama": "transformers Llama TP=2"}
+
+
+def _restarts(side: str) -> list[dict]:
+    return [r for r in _load("restart_2.15.0.json")["rows"] if r["side"] == side and "skipped" not in r]
+
+
+def test_client_restarts_under_precompile():
+    plugin, stock = _restarts("plugin"), _restarts("stock")
+    for family, prefix in FAMILIES.items():
+        assert any(r["row"].startswith(prefix) for r in plugin), family
+    loads = [r for r in plugin if r["row"].startswith(("torchtitan", FAMILIES["HF Llama"]))]
+    for r in plugin:  # trains like eager (inductor's against eager's ops)
+        job2 = r["job2"]
+        assert job2["error"] is None, r["row"]
+        assert job2["loss_diff"] < 1e-4 and job2["grad_diff"] < 1e-3, (r["row"], job2["loss_diff"], job2["grad_diff"])
+    assert all(r["job2"]["traced"] == 0 for r in loads)  # every frame loads
+    says("README.md", "with dynamo_dist a restart of torchtitan (TP, FSDP2, dp x tp, SimpleFSDP, EP, CP) and HF "
+                      "Llama loads every frame and trains like eager")
+    says("docs/guards.md", "With the plugin, every torchtitan configuration and the HF Llama load every frame on "
+                           "every rank in job 2 and train like eager")
+    moe = {r["row"]: r["job2"]["traced"] for r in plugin + stock if r["row"].startswith("transformers")
+           and not r["row"].startswith(FAMILIES["HF Llama"])}
+    assert moe and all(traced and traced > 0 for traced in moe.values()), moe
+    says("README.md", "(HF's MoE models trace again, as with stock)")
+    says("docs/guards.md", "the HF Qwen3-MoE and Mixtral trace their frames again in job 2, as stock does")
+    titan = [r for r in stock if r["row"].startswith("torchtitan")]
+    assert titan and all((r["job2"]["traced"] or 0) > 0 or r["job1"]["error"] or r["job2"]["error"] for r in titan)
+    failed = [r["row"] for r in titan if r["job1"]["error"] or r["job2"]["error"]]
+    assert failed == ["torchtitan TP=2, full_dtensor, no AC"], failed
+    full = next(r for r in titan if r["row"] == failed[0])
+    assert "PackageError" in full["job1"]["error"] and "timed out" in full["job2"]["error"], full
+    no_ac = {r["side"]: r for r in plugin + stock if r["row"] == "torchtitan TP=2, partial_dtensor, no AC"}
+    assert no_ac["plugin"]["job2"]["traced"] == 0
+    assert no_ac["stock"]["job2"]["traced"] == no_ac["stock"]["job1"]["traced"]
+    says("docs/guards.md", "Stock loads neither frame (both packages are bypassed when saved)")
+    says("docs/guards.md", "(TP=2 on `full_dtensor` fails to save in job 1, `PackageError`, and its job 2 does not "
+                           "finish)")
+    llama = [r for r in stock if r["row"].startswith(FAMILIES["HF Llama"])]
+    assert llama and all("NameError" in (r["job2"]["error"] or "") for r in llama), llama
+    says("README.md", "and traces frames again or fails in every torchtitan configuration measured")
+    says("docs/guards.md", "Stock, the same way, traces again or fails in every torchtitan configuration measured")
+
+
+def test_precompile_restart_figures():
+    saved = _load("precompile_2.15.0.json")
+    rows = [saved["row"], *(r for r in saved["clients"].values() if "skipped" not in r)]
+    assert len(rows) == 3
+    ratios = [r["ratios"]["plugin+precompile / plugin"] for r in rows]
+    assert all(r is not None for r in ratios)
+    assert all(set(r["traced"]["plugin+precompile"]) == {0} for r in rows)
+    says("README.md", f"timed on the TP MLP, HF Llama and torchtitan TP=2, its first step is {_range(ratios)} of "
+                      "the plugin's warm first step")
