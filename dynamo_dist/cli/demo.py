@@ -461,7 +461,10 @@ def _contrasts_report(options: DemoOptions, ranks: list[RankSummary], world: int
         return [f"Compile once, the restart and stock's faults could not run here: {error}", ""], False
     once = {side: _compiles_per_graph(ranks, "once", side) for side in SIDES}
     out = [f"Compile once: a cold job of {world} ranks compiles the block's forward with inductor under "
-           f"compile_on_one_rank, the ranks of the machine sharing inductor's cache dir:"]
+           f"compile_on_one_rank, the ranks of the machine sharing inductor's cache dir (the kernels both sides use "
+           f"built by an unmeasured warm-up: what one compile per job saves here is each rank's lowering; ranks on "
+           f"separate hosts would each build the kernels too, as `python -m devtools bench --only compile_once` "
+           f"measures):"]
     for side in SIDES:
         per = once[side]
         out.append(f"  {side:12} {'-' if per is None else f'{per:.1f}'} compiles per graph; first call "

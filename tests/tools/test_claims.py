@@ -375,3 +375,26 @@ def test_precompile_restart_figures():
     assert all(set(r["traced"]["plugin+precompile"]) == {0} for r in rows)
     says("README.md", f"timed on the TP MLP, HF Llama and torchtitan TP=2, its first step is {_range(ratios)} of "
                       "the plugin's warm first step")
+
+
+def test_stock_faults_on_2_13_to_2_15_the_releases_page_names():
+    table = _stock_diff()
+    cases = ("different process group passed", "_StridedShard.split_factor", "mesh.get_group / get_all_groups",
+             "same-shape mesh, other groups (DTensor)")
+    for case in cases:
+        statuses = {table[case][f"stock torch {v}"].split(" (")[0] for v in ("2.13.0", "2.14.1", "2.15.0")}
+        assert len(statuses) == 1 and statuses.pop() in ("stale answer", "crash", "stale graph"), case
+    assert "AttributeError" in table["_StridedShard.split_factor"]["stock torch 2.14.1"]
+    says("docs/torch-releases.md", "Stock torch 2.13-2.15 keeps the same faults on all three (the stale process-group "
+                                   "answers, the `_StridedShard.split_factor` and `get_all_groups` crashes, the stale "
+                                   "DTensor graph on a same-shape mesh with other groups); only its error texts differ "
+                                   "(on 2.14.1 `split_factor` is an internal Dynamo `AttributeError`)")
+
+
+def test_the_releases_where_stock_answers_for_another_group():
+    row = _stock_diff()["different process group passed"]
+    stale = [v for v in ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
+             if row[f"stock torch {v}"].startswith("stale answer")]
+    assert stale == ["2.12.1", "2.13.0", "2.14.1", "2.15.0"], stale
+    says("docs/guards.md", "Stock torch 2.12-2.15 gets the first of these wrong: it reuses a graph compiled for one "
+                           "process group with another and returns the old group's answers")
