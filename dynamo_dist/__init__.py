@@ -10,23 +10,35 @@ and DTensor.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from .diagnostics.explain import explain
 
-from . import config  # the switches (light: no torch)
+from . import _supported, config  # the supported releases, the switches (light: no torch)
 from ._version import __version__
 __all__ = ["install", "uninstall", "enabled", "is_installed", "explain", "config", "__version__"]
 
 
 def _patching() -> Any:
     """The module that patches torch. Loaded on first use, not with the
-    package, because it imports torch: ``python -m dynamo_dist --help`` and
-    ``import dynamo_dist`` stay instant."""
-    from . import _hooks  # heavy (torch): see the docstring
-
+    package, because it imports torch's internals: ``python -m dynamo_dist
+    --help`` and ``import dynamo_dist`` stay instant, and a torch whose
+    internals differ is refused with one clear error."""
+    try:
+        from . import _hooks  # heavy (torch's internals): see the docstring
+    except (ImportError, AttributeError) as e:  # a torch build laid out otherwise
+        first = (str(e).splitlines() or [""])[0]
+        raise _supported.unsupported(f" (its internals differ where dynamo_dist hooks them: "
+                                     f"{type(e).__name__}: {first})") from e
     return _hooks
+
+
+def _loaded_patching() -> Any:
+    """The patching module if it was ever loaded, else None (then nothing was
+    ever installed)."""
+    return sys.modules.get(f"{__name__}._hooks")
 
 
 def __getattr__(name: str) -> Any:
@@ -44,19 +56,26 @@ def install() -> None:
     dynamo_dist. Idempotent; resets Dynamo's caches when it changes state.
 
     Raises ``RuntimeError`` (and patches nothing) on a torch outside the
-    supported releases. All or nothing: where a change to torch fails, every
-    change made before it is undone and ``RuntimeError`` says which failed."""
+    supported releases, decided from its version string before any of
+    torch's internals is loaded. All or nothing: where a change to torch
+    fails, every change made before it is undone and ``RuntimeError`` says
+    which failed."""
+    _supported.check_release()
     _patching().apply()
 
 
 def uninstall() -> None:
-    """Restore stock torch exactly. Idempotent; resets Dynamo's caches."""
-    _patching().remove()
+    """Restore stock torch exactly. Idempotent; resets Dynamo's caches when
+    it changes state (where nothing was ever installed, torch is not touched)."""
+    hooks = _loaded_patching()
+    if hooks is not None:
+        hooks.remove()
 
 
 def is_installed() -> bool:
     """Whether ``install()`` is in effect."""
-    return _patching().is_active()
+    hooks = _loaded_patching()
+    return hooks is not None and hooks.is_active()
 
 
 @contextlib.contextmanager

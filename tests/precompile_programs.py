@@ -16,7 +16,8 @@ one of torch's own guards reads by position holds fewer entries),
 ``one_rank`` (``compile_on_one_rank`` set, which a frame reads), ``scale``
 (another value of a module constant a frame reads), ``no_transform`` (the
 redistribute planner's switch that stops it merging collectives, set);
-``only`` names the kinds to run (all by default); ``twins`` runs only two
+``only`` names the kinds to run (all by default); ``plugin``: False runs
+stock torch (what stock does with each kind); ``twins`` runs only two
 functions of one qualified name and first line in two modules (``twin_a``
 then ``twin_b``), which torch's cache keys alike; ``wrappers`` runs only
 two modules of one class, each compiled through its own ``torch.compile``
@@ -201,12 +202,13 @@ def _equal(a, b) -> bool:
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
         scale: int | None = None, no_transform: bool = False, twins: bool = False,
-        wrappers: bool = False, ranked: bool = False, rank: int = 0) -> dict:
+        wrappers: bool = False, ranked: bool = False, rank: int = 0, plugin: bool = True) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
         _version.__version__ = version
-    dynamo_dist.install()
+    if plugin:
+        dynamo_dist.install()
     if one_rank:
         one_rank_config().compile_on_one_rank = True
     if scale is not None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -81,12 +80,11 @@ def _cases() -> dict[str, tuple[Callable[..., Any], tuple]]:
     }
 
 
-def _time(compiled: Callable[..., Any], args: tuple, calls: int, samples: int) -> float:
-    """Median CPU microseconds per call over ``samples`` loops of ``calls``."""
+def _time(compiled: Callable[..., Any], args: tuple, calls: int, samples: int) -> list[float]:
+    """CPU microseconds per call of each of ``samples`` loops of ``calls``."""
     T.time_calls(compiled, [args], min(calls, 1000), time.process_time)  # warm-up
     with T.no_gc():
-        per_call = [T.time_calls(compiled, [args], calls, time.process_time) / calls for _ in range(samples)]
-    return T.median(per_call) * 1e6
+        return [T.time_calls(compiled, [args], calls, time.process_time) / calls * 1e6 for _ in range(samples)]
 
 
 def child_main(side: str, save: bool, calls: int, samples: int) -> dict[str, Any]:
@@ -102,14 +100,14 @@ def child_main(side: str, save: bool, calls: int, samples: int) -> dict[str, Any
                 compiled = torch.compile(fn, backend="inductor", fullgraph=True)
                 torch.testing.assert_close(compiled(*args), fn(*args))
                 traced = counters["stats"]["unique_graphs"] - before
-                us = _time(compiled, args, calls, samples)
+                loops = _time(compiled, args, calls, samples)
             except Exception as e:  # a side that cannot load or run the frame
                 result[name] = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}
                 continue
             if counters["stats"]["unique_graphs"] - before != traced:
                 raise RuntimeError(f"{side}, {name}: recompiled while timing")
             cache = {k: v - hits.get(k, 0) for k, v in counters["dynamo_cache"].items() if v - hits.get(k, 0)}
-            result[name] = {"us": us, "traced": traced, "dynamo_cache": cache}
+            result[name] = {"us": T.median(loops), "loops_us": loops, "traced": traced, "dynamo_cache": cache}
         if save:
             torch.compiler.save_cache_artifacts()
     return result
@@ -141,10 +139,12 @@ def _sample(root: str, side: str, label: Any, calls: int, samples: int, timeout:
 def measure(repeats: int, calls: int, samples: int, timeout: float = 900,
             progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict[str, Any]:
     """A first run per side (tracing and saving), then ``repeats`` rounds of
-    the four processes; a row per case."""
+    the four processes; a row per case: per side the median of each process
+(``us``, its samples) and every timed loop of every process (``loops_us``)."""
     names = list(CASES)
     per_case = {name: T.Comparison() for name in names}
     traced: dict[str, dict[str, list[int]]] = {name: {side: [] for side in SIDES} for name in names}
+    loops: dict[str, dict[str, list[list[float]]]] = {name: {side: [] for side in SIDES} for name in names}
     cache: dict[str, dict[str, Any]] = {name: {} for name in names}
     errors: dict[str, dict[str, list[str]]] = {name: {} for name in names}  # one message per failed process
     first: dict[str, Any] = {}
@@ -161,6 +161,7 @@ def measure(repeats: int, calls: int, samples: int, timeout: float = 900,
                     continue
                 per_case[name].add(side, got[name]["us"])
                 traced[name][side].append(got[name]["traced"])
+                loops[name][side].append(got[name]["loops_us"])
                 cache[name][side] = got[name]["dynamo_cache"]
 
     def ratio(name: str, a: str, b: str) -> float | None:
@@ -170,7 +171,8 @@ def measure(repeats: int, calls: int, samples: int, timeout: float = 900,
     pairs = (("plugin loaded", "stock loaded"), ("plugin loaded", "plugin traced"),
              ("stock loaded", "stock traced"), ("plugin traced", "stock traced"))
     return {"repeats": repeats, "calls": calls, "samples": samples, "first": first, "rows": [
-        {"name": name, "us": per_case[name].as_dict("us"), "traced": traced[name], "dynamo_cache": cache[name],
+        {"name": name, "us": per_case[name].as_dict("us"), "loops_us": loops[name], "traced": traced[name],
+         "dynamo_cache": cache[name],
          "errors": errors[name], "ratios": {f"{a} / {b}": ratio(name, a, b) for a, b in pairs}}
         for name in names]}
 
@@ -196,23 +198,31 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MODULE = "devtools.bench.guard_cost_loaded"
+# The fields of a saved result beside its meta (devtools.results).
+FIELDS = ("repeats", "calls", "samples", "first", "rows")
+
+
+def parser() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n\n")[0])
+    out.add_argument("--repeats", type=int, default=3, help="rounds of the four processes (default 3)")
+    out.add_argument("--calls", type=int, default=20000, help="calls per timed loop (default 20000)")
+    out.add_argument("--samples", type=int, default=5, help="timed loops per process (default 5)")
+    out.add_argument("--json", metavar="PATH", help="write the rows, with the machine and command, here")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.bench.guard_cost_loaded",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of the four processes (default 3)")
-    parser.add_argument("--calls", type=int, default=20000, help="calls per timed loop (default 20000)")
-    parser.add_argument("--samples", type=int, default=5, help="timed loops per process (default 5)")
-    parser.add_argument("--json", metavar="PATH", help="write the rows, with the machine and command, here")
-    args = parser.parse_args(argv)
+    from devtools import results
+
+    words = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(words)
+    run = results.Run(results.command_line(MODULE, words),
+                      {"repeats": args.repeats, "calls": args.calls, "samples": args.samples})
     result = measure(args.repeats, args.calls, args.samples)
     print(table(result))
     if args.json:
-        words = argv if argv is not None else sys.argv[1:]
-        meta = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "python": platform.python_version(),
-                "machine": platform.machine(), "cores": os.cpu_count(),
-                "command": " ".join(["python -m devtools.bench.guard_cost_loaded", *words])}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, **result}, f, indent=1)
+        results.write(args.json, run.result({k: result[k] for k in FIELDS}))
     return 0
 
 

@@ -88,8 +88,10 @@ def measure_mesh(shape: tuple[int, ...], cfg: Any, progress: Callable[[str], Non
                 progress(f"{name}, {planner}")
                 found = T.compare((T.STOCK, T.PLUGIN), cfg.planner_repeats,
                                   lambda side: _sample(side, fn, planner == "min_cost"))
+                metrics = ("planner_ms", "planner_calls", "compile_s")
                 row[planner] = {metric: {side: found[metric].median(side) for side in (T.STOCK, T.PLUGIN)}
-                                for metric in ("planner_ms", "planner_calls", "compile_s")}
+                                for metric in metrics}
+                row[planner]["samples"] = {metric: found[metric].samples for metric in metrics}
             rows.append(row)
         T.use(T.STOCK)
         O.forget_dtensor_plans()

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -185,17 +184,32 @@ def table(row: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MODULE = "devtools.bench.precompile"
+# The fields of a saved result beside its meta (devtools.results).
+FIELDS = ("row", "clients")
+
+
+def parser() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n\n")[0])
+    out.add_argument("--repeats", type=int, default=3, help="warm restarts per side (default 3)")
+    out.add_argument("--size", default="small", help="the model size (default: the warm start's, small)")
+    out.add_argument("--clients", nargs="*", default=[], metavar="NAME",
+                     help="client rows to add (names of devtools.bench.warm_clients.ROWS)")
+    out.add_argument("--json", metavar="PATH", help="write the rows, with the machine and command, here")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.bench.precompile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="warm restarts per side (default 3)")
-    parser.add_argument("--size", default="small", help="the model size (default: the warm start's, small)")
-    parser.add_argument("--clients", nargs="*", default=[], metavar="NAME",
-                        help="client rows to add (names of devtools.bench.warm_clients.ROWS)")
-    parser.add_argument("--json", metavar="PATH", help="write the rows, with the machine and command, here")
-    args = parser.parse_args(argv)
+    from devtools import results
+
+    words = sys.argv[1:] if argv is None else argv
+    cli = parser()
+    args = cli.parse_args(words)
     unknown = [name for name in args.clients if name not in warm_clients.ROWS]
     if unknown:
-        parser.error(f"unknown client rows {unknown}; choose from {sorted(warm_clients.ROWS)}")
+        cli.error(f"unknown client rows {unknown}; choose from {sorted(warm_clients.ROWS)}")
+    run = results.Run(results.command_line(MODULE, words),
+                      {"repeats": args.repeats, "size": args.size, "clients": list(args.clients)})
     row = measure(args.size, args.repeats)
     print(table(row))
     clients = {}
@@ -204,12 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         clients[name] = {"skipped": reason} if reason else measure(name, args.repeats)
         print(f"{name}: skipped: {reason}" if reason else table(clients[name]), flush=True)
     if args.json:
-        words = argv if argv is not None else sys.argv[1:]
-        meta = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "python": platform.python_version(),
-                "machine": platform.machine(), "cores": os.cpu_count(),
-                "command": " ".join(["python -m devtools.bench.precompile", *words])}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "row": row, "clients": clients}, f, indent=1)
+        results.write(args.json, run.result({"row": row, "clients": clients}))
     return 0
 
 

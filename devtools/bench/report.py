@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shlex
 from typing import Any
 
 from devtools.coverage.tables import replace_block
@@ -25,6 +27,7 @@ SCALE = "scale"
 ONCE = "compile_once"
 ONCE_SCALE = "compile_once_scale"
 PLANNER = "planner"
+DEMO = "demo"
 # Sections with blocks of their own (their own stamp, in the doc and the
 # README): ``--only SECTION`` rewrites them without touching the others'
 # figures, and back. Section -> (doc marker, README marker).
@@ -33,7 +36,8 @@ OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
               SCALE: ("bench-scale", "bench-scale-summary"),
               ONCE: ("bench-compile-once", "bench-compile-once-summary"),
               ONCE_SCALE: ("bench-compile-once-scale", "bench-compile-once-scale-summary"),
-              PLANNER: ("bench-planner", "bench-planner-summary")}
+              PLANNER: ("bench-planner", "bench-planner-summary"),
+              DEMO: ("bench-demo", "bench-demo-summary")}
 # The compile-once page (beside DOC_PATH) holds a table of the cold jobs, which
 # write_doc rewrites with the compile_once section.
 ONCE_PAGE = "compile-once.md"
@@ -279,6 +283,57 @@ def planner_table(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def _demo_runs(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(row, its run of median time) for each demo row with a run."""
+    out = []
+    for r in rows:
+        runs = sorted(r.get("runs", []), key=lambda run: run["seconds"])
+        if runs:
+            out.append((r, runs[(len(runs) - 1) // 2]))
+    return out
+
+
+def demo_table(rows: list[dict[str, Any]]) -> str:
+    """The summary the demo printed in its run of median time, and every
+    run's time and exit status."""
+    parts = []
+    for r, median_run in _demo_runs(rows):
+        command = " ".join(["python -m dynamo_dist demo", *r["args"]])
+        times = ", ".join(f"{run['seconds']:.0f} s (exit {run['status']})" for run in r["runs"])
+        parts.append(f"`{command}`: {times}; the summary of the run of median time:\n\n" + _table(
+            ["", "stock", "dynamo_dist", "verdict"],
+            [[name, *cells, *[""] * (3 - len(cells))] for name, cells in median_run["summary"].items()]))
+    return "\n\n".join(parts)
+
+
+def demo_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [[f"demo ({' '.join(['python -m dynamo_dist demo', *r['args']])})",
+             f"{r['seconds']:.0f} s (median of {len(r['runs'])}); exit status "
+             f"{'/'.join(str(s) for s in sorted({run['status'] for run in r['runs']}))}"] for r, _ in _demo_runs(rows)]
+
+
+def demo_headline(row: dict[str, Any], run: dict[str, Any], cores: int) -> str:
+    """The README's line of the demo: its time, and what its summary said."""
+    cells = run["summary"]
+    once_row = next((name for name in cells if name.startswith("compile once: compiles per graph")), "")
+    ranks = re.search(r"\((\d+) ranks\)", once_row)
+
+    def pair(name: str) -> str:
+        stock, plugin = (cells.get(name) or ["-", "-"])[:2]
+        return f"{plugin} with dynamo_dist, {stock} with stock"
+
+    training = [name.split(": ", 1)[1] for name in cells if name.startswith("training: ") and
+                name != "training: first step, incl. compile (slowest rank)"]
+    unequal = [name for name in training if not cells[f"training: {name}"][2].startswith("equal")]
+    same = ("equal in every training row" if not unequal else "different in " + ", ".join(unequal))
+    return (f"The demo (`python -m dynamo_dist demo`{f', {ranks.group(1)} gloo ranks' if ranks else ''} on CPU): "
+            f"{row['seconds']:.0f} s on {cores} cores (median of {len(row['runs'])} runs). Training the TP block, "
+            f"stock and dynamo_dist are {same}; compiles per graph under compile once: "
+            f"{pair(once_row)}; a restart's cache lookups that hit: {pair('restart: cache lookups that hit')}; "
+            f"a batch split over another group: {pair('a batch split over another group')}; a sequence-sharded "
+            f"activation returned as tokens: {pair('a sequence-sharded activation returned as tokens')}.")
+
+
 def _planner_span(rows: list[dict[str, Any]], planner: str, side: str) -> str:
     return _range([r[planner]["planner_ms"][side] for _, r in rows])
 
@@ -513,6 +568,9 @@ def tables(result: dict[str, Any]) -> str:
     if result.get(PLANNER):
         parts.append("### 9. Planning a redistribution across every mesh dim (fake world of 16 ranks, one cold "
                      "compile per sample, aot_eager; medians)\n\n" + planner_table(result[PLANNER]))
+    if result.get(DEMO):
+        parts.append("### 11. The demo (`python -m dynamo_dist demo`, as a user runs it)\n\n"
+                     + demo_table(result[DEMO]))
     if result.get(WARM_CLIENTS):
         parts.append("### 7. Warm start, clients (first training step of a new process on gloo ranks, inductor; "
                      "median s)\n\n" + warm_table(result[WARM_CLIENTS]))
@@ -578,6 +636,7 @@ def summary(result: dict[str, Any]) -> str:
     rows += once_summary_rows(result.get(ONCE, []))
     rows += scale_once_summary_rows(result.get(ONCE_SCALE, []))
     rows += planner_summary_rows(result.get(PLANNER, []))
+    rows += demo_summary_rows(result.get(DEMO, []))
     return _table(["benchmark", "figure"], rows)
 
 
@@ -589,6 +648,8 @@ def failures(result: dict[str, Any]) -> str:
 
 def text(result: dict[str, Any]) -> str:
     """What the command prints."""
+    if standalone_tool(result):
+        return standalone_block(result) + "\n"
     return "\n\n".join(p for p in (tables(result), "### Summary\n\n" + summary(result), failures(result)) if p) + "\n"
 
 
@@ -635,14 +696,60 @@ def _ensure_block(text_: str, marker: str) -> str:
     return text_
 
 
+# The standalone tools' saved results (not the suite's): each is shown on the
+# benchmark page in a block of its own, named after its file
+# (``result-<file stem>``), made by the tool's own table.
+STANDALONE = ("devtools.bench.precompile", "devtools.bench.guard_cost_loaded", "devtools.clients.restart")
+
+
+def standalone_tool(result: dict[str, Any]) -> str | None:
+    """The standalone tool whose command wrote ``result``, or None (the suite,
+    or a result that names no command)."""
+    words = shlex.split(result["meta"].get("command", ""))
+    return words[2] if words[:2] == ["python", "-m"] and words[2] in STANDALONE else None
+
+
+def standalone_marker(result: dict[str, Any]) -> str:
+    words = shlex.split(result["meta"]["command"])
+    path = words[words.index("--json") + 1]
+    return "result-" + os.path.splitext(os.path.basename(path))[0]
+
+
+def standalone_block(result: dict[str, Any]) -> str:
+    """The stamp and the tool's tables of a standalone result."""
+    tool = standalone_tool(result)
+    if tool == "devtools.bench.precompile":
+        from . import precompile
+
+        tables_ = [precompile.table(result["row"])]
+        tables_ += [f"{name}: skipped: {row['skipped']}" if "skipped" in row else precompile.table(row)
+                    for name, row in result["clients"].items()]
+    elif tool == "devtools.bench.guard_cost_loaded":
+        from . import guard_cost_loaded
+
+        tables_ = [guard_cost_loaded.table(result)]
+    else:
+        from devtools.clients import restart
+
+        tables_ = [restart.table(result["rows"])]
+    return "\n\n".join([stamp(result), *tables_])
+
+
 def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
     """Rewrite the generated blocks of ``path`` (created from a skeleton if
     missing) for the sections ``result`` holds: the warm-start section its
     own block, the others the main one; the hand-written text around the
     markers is kept. A compile_once result also rewrites the cold jobs'
-    table of the compile-once page beside ``path`` (``ONCE_PAGE``)."""
+    table of the compile-once page beside ``path`` (``ONCE_PAGE``). A
+    standalone tool's result rewrites its own block (``standalone_marker``)."""
 
     text_ = open(path).read() if os.path.exists(path) else DOC_SKELETON
+    if standalone_tool(result):
+        marker = standalone_marker(result)
+        text_ = replace_block(_ensure_block(text_, marker), marker, standalone_block(result))
+        with open(path, "w") as f:
+            f.write(text_)
+        return
     blocks = [(None, DOC_MARKER, doc_block), *((own, markers[0], own_doc_block) for own, markers in OWN_BLOCKS.items())]
     for own, marker, block in blocks:
         part = _select(result, own)
@@ -689,7 +796,8 @@ def headlines(result: dict[str, Any]) -> list[str]:
     guards = [r["overhead_ratio"] for r in result.get("guard_cost", [])]
     if guards:
         lines.append(f"Guard overhead per call: plugin / stock x{min(guards):.2f}-x{max(guards):.2f} over "
-                     f"{len(guards)} compiled programs (guards check fewer, cheaper facts).")
+                     f"{len(guards)} compiled programs (the same facts and the process groups too, each checked "
+                     "by identity first).")
     cpu = [r["cpu_ratio"] for r in result.get("compile_time", [])]
     if cpu:
         lines.append(f"Trace + compile: plugin / stock {_range(cpu)} in CPU time (queries and TP models, "
@@ -760,6 +868,8 @@ def headlines(result: dict[str, Any]) -> list[str]:
     scaled = scale_once_headline(result.get(ONCE_SCALE, []))
     if scaled:
         lines.append(scaled)
+    for r, run in _demo_runs(result.get(DEMO, [])):
+        lines.append(demo_headline(r, run, result["meta"]["machine"]["cores"]))
     for r in result.get(ONCE, []):
         if r.get("kind") == "fleet" and "skipped" not in r:
             once, stock = r["sides"]["compile_once"]["new_host"], r["sides"]["stock"]["new_host"]
@@ -774,6 +884,8 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
     headline lines, linking to the benchmark page ``doc`` (a path from the
     current directory, linked relative to ``path``), where the tables are."""
 
+    if standalone_tool(result):
+        return  # a standalone tool's figures have no README block
     doc_link = os.path.relpath(doc, os.path.dirname(os.path.abspath(path))).replace(os.sep, "/")
 
     with open(path) as f:

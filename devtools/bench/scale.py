@@ -160,18 +160,20 @@ def measure_world(world: int, ndim: int, cfg: Any, progress: Callable[[str], Non
     row: dict[str, Any] = {"world": world, "mesh": list(shape)}
     with fake_world(world, world - 1), torch.no_grad():
         cases = _inputs(shape)
-        row["guard_overhead_us"] = {}
+        row["guard_overhead_us"], row["guard_overhead_samples_us"] = {}, {}
         for name in FUNCTIONS:
             progress(f"guards: {name}")
             fn, args = cases[name]
             found = guard_cost.overhead(fn, [args], "eager", cfg.scale_guard_calls, cfg.scale_repeats,
                                         lambda _: None)
             row["guard_overhead_us"][name] = found["overhead_us"]
+            row["guard_overhead_samples_us"][name] = found["samples_overhead_us"]
         fn, args = cases[FUNCTIONS[0]]
         progress("trace + compile")
         compiles = T.compare((T.STOCK, T.PLUGIN), cfg.scale_repeats,
                              lambda side: cold_compile_seconds(side, fn, args, "eager"))
         row["compile_s"] = {side: compiles["cpu"].median(side) for side in (T.STOCK, T.PLUGIN)}
+        row["compile_samples_s"] = compiles["cpu"].samples
         progress("per-trace work, memory, explain")
         row.update(_trace_work(args))
         row["memory"] = {side: _kept_bytes(side, fn, args) for side in (T.STOCK, T.PLUGIN)}
@@ -222,9 +224,10 @@ def measure_blocks(world: int, n: int, cfg: Any, progress: Callable[[str], None]
         found = T.compare((T.STOCK, T.PLUGIN), cfg.scale_repeats,
                           lambda side: _block_sample(side, n, mesh, cfg.scale_block_calls), progress)
         T.use(T.STOCK)
+    metrics = ("frames", "compile_s", "overhead_us")
     return {"world": world, "blocks": n,
-            **{metric: {side: found[metric].median(side) for side in (T.STOCK, T.PLUGIN)}
-               for metric in ("frames", "compile_s", "overhead_us")}}
+            **{metric: {side: found[metric].median(side) for side in (T.STOCK, T.PLUGIN)} for metric in metrics},
+            "samples": {metric: found[metric].samples for metric in metrics}}
 
 
 def tasks(cfg: Any) -> list[Task]:

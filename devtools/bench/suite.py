@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import os
-import platform
 import sys
 import traceback
 from dataclasses import dataclass
@@ -14,25 +11,26 @@ from typing import Any
 import torch
 
 import dynamo_dist
+from devtools import results
 
 from . import _timing as T
-from . import (compile_once, compile_once_scale, compile_time, guard_cost, planner, recompiles, scale, step_time,
-               warm_clients, warm_start)
+from . import (compile_once, compile_once_scale, compile_time, demo, guard_cost, planner, recompiles, scale,
+               step_time, warm_clients, warm_start)
 
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
-            "compile_once", "compile_once_scale", "planner")
+            "compile_once", "compile_once_scale", "planner", "demo")
 # ``bench`` with no ``--only``: every section but those that run only when
 # named: the clients' warm start (torchtitan and transformers, about 45
 # minutes), the scale sweep (fake worlds up to 65,536 ranks, about half an
 # hour), compile once (cold jobs of 2 and 4 ranks, about half an hour), compile
 # once at scale (the store protocol among 16 to 16,384 simulated ranks, about
-# ten minutes) and the redistribute planner's cost on 2-D to 4-D meshes (a few
-# minutes).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "compile_once_scale", "planner")
+# ten minutes), the redistribute planner's cost on 2-D to 4-D meshes (a few
+# minutes) and the demo as a user runs it (a few minutes).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "compile_once_scale", "planner", "demo")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 MODULES = {"compile_time": compile_time, "guard_cost": guard_cost, "recompiles": recompiles,
            "step_time": step_time, "warm_start": warm_start, "warm_start_clients": warm_clients, "scale": scale,
-           "compile_once": compile_once, "compile_once_scale": compile_once_scale, "planner": planner}
+           "compile_once": compile_once, "compile_once_scale": compile_once_scale, "planner": planner, "demo": demo}
 
 
 @dataclass(frozen=True)
@@ -98,6 +96,9 @@ class Config:
     once_scale_fault_stale_s: float
     # The redistribute planner: rounds of cold compiles per mesh, redistribution and planner.
     planner_repeats: int
+    # The demo: runs of `python -m dynamo_dist demo` (its defaults; --quick's small run when quick).
+    demo_runs: int
+    demo_timeout: float
 
 
 FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp", "transformer"),
@@ -118,7 +119,7 @@ FULL = Config(quick=False, compile_size="small", step_size="bench", models=("mlp
                                (1024, 50_000_000, ("new",))),
               once_scale_threads=256, once_scale_compile_s=10.0, once_scale_stale_s=30.0, once_scale_repeats=3,
               once_scale_repeat_up_to=256, once_scale_fault_size=(4096, 2_700_000), once_scale_fault_stale_s=6.0,
-              planner_repeats=5)
+              planner_repeats=5, demo_runs=3, demo_timeout=1200)
 QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",), compile_repeats=1,
                model_compile_repeats=1, backends=("aot_eager",), guard_calls=1_000, guard_repeats=1,
                worlds=(2,), nccl_worlds=(1, 2), step_backends=("aot_eager",), step_repeats=2, step_steps=3,
@@ -131,30 +132,8 @@ QUICK = Config(quick=True, compile_size="tiny", step_size="tiny", models=("mlp",
               once_clients=(), once_client_repeats=1,
               once_scale_grid=((16, 100_000, ("new", "old")),), once_scale_threads=8, once_scale_compile_s=0.5,
               once_scale_stale_s=3.0, once_scale_repeats=1, once_scale_repeat_up_to=16,
-              once_scale_fault_size=(16, 100_000), once_scale_fault_stale_s=1.5, planner_repeats=1)
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were taken on."""
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    info: dict[str, Any] = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        if torch.cuda.is_available() else [],
-    }
-    if hasattr(os, "getloadavg"):
-        info["load_average_start"] = [round(v, 2) for v in os.getloadavg()]
-    return info
+              once_scale_fault_size=(16, 100_000), once_scale_fault_stale_s=1.5, planner_repeats=1,
+              demo_runs=1, demo_timeout=600)
 
 
 def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str = "",
@@ -165,16 +144,8 @@ def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str 
 
     tasks = [(section, task) for section in sections for task in MODULES[section].tasks(cfg)]
     progress = T.Progress(len(tasks), quiet=quiet)
-    result: dict[str, Any] = {
-        "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": command,
-            "dynamo_dist": dynamo_dist.__version__,
-            "machine": machine(),
-            "config": dataclasses.asdict(cfg),
-        },
-        **{section: [] for section in sections},
-    }
+    stamp = results.Run(command, dataclasses.asdict(cfg))
+    result: dict[str, Any] = {section: [] for section in sections}
     was_installed, threads = dynamo_dist.is_installed(), torch.get_num_threads()
     # One intra-op thread, as each rank of the step-time worlds: CPU time then
     # measures this process's work, not idle worker threads spinning.
@@ -193,11 +164,8 @@ def run(cfg: Config, sections: tuple[str, ...] = DEFAULT_SECTIONS, command: str 
     finally:
         torch.set_num_threads(threads)
         (dynamo_dist.install if was_installed else dynamo_dist.uninstall)()
-    if hasattr(os, "getloadavg"):
-        result["meta"]["machine"]["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
-    result["meta"]["seconds"] = round(progress.elapsed(), 1)
     print(f"done in {progress.elapsed():.0f}s", file=sys.stderr)
-    return result
+    return stamp.result(result)
 
 
 def errors(result: dict[str, Any]) -> list[str]:

@@ -12,7 +12,8 @@ processes; ``--only compile_once_scale``: the job's store while 16 to 16,384
 simulated ranks wait for one graph (a real TCPStore; the protocol against the
 one it replaced; faults); ``--only planner``: the CPU time DTensor's redistribute planner
 spends while a redistribution across every dim of a 2-D to 4-D mesh is
-traced, greedy against min-cost.
+traced, greedy against min-cost; ``--only demo``: ``python -m dynamo_dist
+demo`` as a user runs it, its wall time and its summary table.
 
 Prints the tables; progress goes to stderr. Every figure is a median of
 several runs and every comparison a ratio taken in the same run, alternating
@@ -29,22 +30,24 @@ import dataclasses
 import json
 import shlex
 import sys
+from typing import Any
 
 from dynamo_dist.cli.arguments import existing_file, file_with_markers
 
 # The sections --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to devtools.bench.suite.SECTIONS.
 SECTIONS = ("compile_time", "guard_cost", "recompiles", "step_time", "warm_start", "warm_start_clients", "scale",
-            "compile_once", "compile_once_scale", "planner")
-# What runs without --only (the clients' warm start, the scale sweep, compile once, compile once at scale and
-# the planner run only when named).
-ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "compile_once_scale", "planner")
+            "compile_once", "compile_once_scale", "planner", "demo")
+# What runs without --only (the clients' warm start, the scale sweep, compile once, compile once at scale, the
+# planner and the demo run only when named).
+ONLY_WHEN_NAMED = ("warm_start_clients", "scale", "compile_once", "compile_once_scale", "planner", "demo")
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ONLY_WHEN_NAMED)
 # The summary blocks --update-readme rewrites (devtools.bench.report):
 # a section's own block, else the main one.
 SUMMARY_MARKERS = {"warm_start": "bench-warm-summary", "warm_start_clients": "bench-warm-clients-summary",
                    "scale": "bench-scale-summary", "compile_once": "bench-compile-once-summary",
-                   "compile_once_scale": "bench-compile-once-scale-summary", "planner": "bench-planner-summary"}
+                   "compile_once_scale": "bench-compile-once-scale-summary", "planner": "bench-planner-summary",
+                   "demo": "bench-demo-summary"}
 MAIN_SUMMARY_MARKER = "bench-summary"
 
 
@@ -104,6 +107,26 @@ def _summary_blocks_missing(args: argparse.Namespace) -> str | None:
     return None
 
 
+def config(args: argparse.Namespace) -> Any:
+    """The suite's ``Config`` these options run (``devtools.bench.suite``),
+    or what is wrong with them."""
+    from devtools.bench import suite
+
+    cfg = suite.QUICK if args.quick else suite.FULL
+    if args.warm_gloo:
+        cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
+    if args.client_rows:
+        unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
+        if unknown:
+            return f"--client-rows: no row {unknown[0]!r}; the rows: " + "; ".join(suite.warm_clients.ROWS)
+        cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
+    if args.client_warm_runs is not None:
+        if args.client_warm_runs < 1:
+            return "--client-warm-runs: give 1 or more"
+        cfg = dataclasses.replace(cfg, warm_clients_repeats=args.client_warm_runs)
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     missing = _summary_blocks_missing(args)
     if missing:
@@ -115,27 +138,17 @@ def run(args: argparse.Namespace) -> int:
         with open(args.from_json) as f:
             result = json.load(f)
     else:
-        cfg = suite.QUICK if args.quick else suite.FULL
-        if args.warm_gloo:
-            cfg = dataclasses.replace(cfg, warm_worlds=(*cfg.warm_worlds, "gloo"))
-        if args.client_rows:
-            unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
-            if unknown:
-                print(f"python -m devtools bench: --client-rows: no row {unknown[0]!r}; the rows: "
-                      + "; ".join(suite.warm_clients.ROWS), file=sys.stderr)
-                return 2
-            cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
-        if args.client_warm_runs:
-            if args.client_warm_runs < 1:
-                print("python -m devtools bench: --client-warm-runs: give 1 or more", file=sys.stderr)
-                return 2
-            cfg = dataclasses.replace(cfg, warm_clients_repeats=args.client_warm_runs)
+        cfg = config(args)
+        if isinstance(cfg, str):
+            print(f"python -m devtools bench: {cfg}", file=sys.stderr)
+            return 2
         result = suite.run(cfg, tuple(args.only or suite.DEFAULT_SECTIONS), command=command_line(args),
                            quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        from devtools import results
+
+        results.write(args.json, result)
     if args.write_doc:
         report.write_doc(args.write_doc, result, args.note)
     if args.update_readme:

@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -180,27 +179,44 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+MODULE = "devtools.clients.restart"
+# The fields of a saved result beside its meta (devtools.results).
+FIELDS = ("rows",)
+
+
+def parser() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n\n")[0])
+    out.add_argument("--rows", nargs="+", default=list(warm_clients.DEFAULT_ROWS), metavar="NAME",
+                     help="client rows (names of devtools.bench.warm_clients.ROWS; default: every default row)")
+    out.add_argument("--steps", type=int, default=2, help="training steps per mode (default 2)")
+    out.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES)
+    out.add_argument("--layouts", nargs="+", default=[PER_RANK], choices=LAYOUTS,
+                     help="cache dirs: per-rank, one per rank (the default), or shared, one shared by the ranks "
+                          "(torch's default on a host)")
+    out.add_argument("--timeout", type=float, default=900, help="seconds a job's world may take (default 900)")
+    out.add_argument("--json", metavar="PATH", help="write the rows, with the machine and command, here")
+    out.add_argument("--logs", metavar="DIR", help="keep each job's stderr in DIR")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.clients.restart", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", nargs="+", default=list(warm_clients.DEFAULT_ROWS), metavar="NAME",
-                        help="client rows (names of devtools.bench.warm_clients.ROWS; default: every default row)")
-    parser.add_argument("--steps", type=int, default=2, help="training steps per mode (default 2)")
-    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES)
-    parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS,
-                        help="cache dirs: one per rank, and one shared by the ranks (torch's default on a host)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds a job's world may take (default 900)")
-    parser.add_argument("--json", metavar="PATH", help="write the rows, with torch's version and the command, here")
-    parser.add_argument("--logs", metavar="DIR", help="keep each job's stderr in DIR")
-    args = parser.parse_args(argv)
+    from devtools import results
+
+    words = sys.argv[1:] if argv is None else argv
+    cli = parser()
+    args = cli.parse_args(words)
     unknown = [name for name in args.rows if name not in warm_clients.ROWS]
     if unknown:
-        parser.error(f"unknown rows {unknown}; choose from {sorted(warm_clients.ROWS)}")
+        cli.error(f"unknown rows {unknown}; choose from {sorted(warm_clients.ROWS)}")
     if args.logs:
         os.makedirs(args.logs, exist_ok=True)
 
     def progress(message: str) -> None:
         print(f"restart: {message}", file=sys.stderr, flush=True)
 
+    run = results.Run(results.command_line(MODULE, words),
+                      {"rows": list(args.rows), "steps": args.steps, "sides": list(args.sides),
+                       "timeout": args.timeout})
     rows = []
     for name in args.rows:
         reason = warm_clients.skip_reason(name)
@@ -210,9 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                             restart(name, side, args.steps, args.timeout, args.logs, progress, layout))
     print(table(rows))
     if args.json:
-        command = shlex.join(["python", "-m", "devtools.clients.restart", *(sys.argv[1:] if argv is None else argv)])
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "command": command, "rows": rows}, f, indent=1)
+        results.write(args.json, run.result({"rows": rows}))
     return 0
 
 

@@ -36,8 +36,6 @@ which only gates ``install()``):
 
 from __future__ import annotations
 
-import torch
-
 from . import aot, c10d, caches, collective, packages, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     compile_on_one_rank,
@@ -178,32 +176,9 @@ from .stock import stock_create, stock_wrap  # noqa: F401
 # or ``.backward()`` runs with Dynamo's callback live.
 RUNTIME_ONLY_CALL_TREES: tuple = (*MESH_CONSTRUCTION_FUNCTIONS, *AOT_RUNTIME_CALL_TREES)
 
-# Supported torch releases: [first, end) as (major, minor).
-SUPPORTED_RANGE = ((2, 11), (2, 16))
-SUPPORTED_TEXT = ">=2.11,<2.16"
-
-
-def torch_version() -> str:
-    """The running torch's version, without the local build tag."""
-    return torch.__version__.split("+")[0]
-
+from .._supported import SUPPORTED_RANGE, SUPPORTED_TEXT, torch_version, unsupported, version_supported  # noqa: E402,F401
 
 TORCH_VERSION = torch_version()
-
-
-def _release(version: str) -> tuple[int, int] | None:
-    try:
-        major, minor = version.split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return None
-
-
-def version_supported(version: str | None = None) -> bool:
-    release = _release(version if version is not None else torch_version())
-    first, end = SUPPORTED_RANGE
-    return release is not None and first <= release < end
-
 
 
 def check_supported() -> None:
@@ -212,12 +187,7 @@ def check_supported() -> None:
     or one whose hook points moved."""
     missing = missing_slots() if version_supported() else []
     if not version_supported() or missing:
-        why = f" (its Dynamo lacks {', '.join(missing)})" if missing else ""
-        raise RuntimeError(
-            f"dynamo_dist supports torch {SUPPORTED_TEXT} (2.11.x to 2.15.x), "
-            f"found torch {torch.__version__}{why}. "
-            "Install a supported torch, or leave dynamo_dist uninstalled on this torch."
-        )
+        raise unsupported(f" (its Dynamo lacks {', '.join(missing)})" if missing else "")
 
 
 def stock_member_kind(cls: type, name: str) -> str | None:

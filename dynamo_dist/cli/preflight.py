@@ -39,6 +39,10 @@ def torch_problem() -> str | None:
         import torch
     except ImportError:
         return f"needs torch, which is not installed: pip install '{torch_requirement()}'"
+    from dynamo_dist import _supported
+
+    if not _supported.version_supported():  # from the version string, before torch's internals load
+        return " ".join(str(_supported.unsupported()).split())
     try:
         from dynamo_dist import _compat as C
     except (ImportError, AttributeError) as e:  # a torch too old or too new can fail here already

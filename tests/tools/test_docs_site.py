@@ -29,6 +29,13 @@ GENERATED = {
     "bench-compile-once": "docs/benchmarks.md",
     "bench-compile-once-scale": "docs/benchmarks.md",
     "bench-planner": "docs/benchmarks.md",
+    "bench-demo": "docs/benchmarks.md",
+    # The standalone tools' results, a block each, named after the file
+    # (python -m devtools bench --from-json FILE --write-doc docs/benchmarks.md).
+    "result-precompile_2.15.0": "docs/benchmarks.md",
+    "result-guard_cost_loaded_2.15.0": "docs/benchmarks.md",
+    "result-guard_cost_loaded_2.13.0": "docs/benchmarks.md",
+    "result-restart_2.15.0": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m devtools bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",
@@ -36,6 +43,7 @@ GENERATED = {
     "bench-compile-once-summary": "README.md",
     "bench-compile-once-scale-summary": "README.md",
     "bench-planner-summary": "README.md",
+    "bench-demo-summary": "README.md",
     "bench-compile-once-jobs": "docs/compile-once.md",  # written with docs/benchmarks.md (beside it)
 }
 README_MAX_LINES = 200
@@ -63,7 +71,8 @@ def test_the_generators_point_at_those_files():
     from devtools.cli import bench, coverage
 
     own_doc, own_readme = zip(*report.OWN_BLOCKS.values())
-    assert {report.DOC_MARKER, *own_doc} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
+    standalone = {report.standalone_marker(_load(r)) for r in STANDALONE_RESULTS}
+    assert {report.DOC_MARKER, *own_doc, *standalone} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
     assert {report.README_MARKER, *own_readme} == {m for m, f in GENERATED.items() if f == "README.md"}
     assert {bench.MAIN_SUMMARY_MARKER, *bench.SUMMARY_MARKERS.values()} == {report.README_MARKER, *own_readme}
     once_page = str(Path(report.DOC_PATH).parent / report.ONCE_PAGE)
@@ -118,10 +127,28 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
 RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
            "benchmarks/results/warm_start_clients_2.15.0.json", "benchmarks/results/scale_2.15.0.json",
            "benchmarks/results/compile_once_2.15.0.json", "benchmarks/results/compile_once_scale_2.15.0.json",
-           "benchmarks/results/planner_2.15.0.json")
+           "benchmarks/results/planner_2.15.0.json", "benchmarks/results/demo_2.15.0.json")
 # The warm start on every release, the benchmark page's table of the releases.
 RELEASE_RESULTS = tuple(f"benchmarks/results/warm_start_{v}.json" for v in ("2.11.0", "2.12.1", "2.13.0", "2.14.1",
                                                                             "2.15.0"))
+
+
+def _standalone_results() -> tuple[str, ...]:
+    """The saved results of the standalone tools (guard_cost_loaded,
+    precompile, the restart tool), each shown in a block of its own."""
+    import json
+
+    from devtools.bench import report
+
+    out = []
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        with open(path) as f:
+            if report.standalone_tool(json.load(f)):
+                out.append(str(path.relative_to(ROOT)))
+    return tuple(out)
+
+
+STANDALONE_RESULTS = _standalone_results()
 
 
 def _load(result: str) -> dict:
@@ -166,7 +193,7 @@ def test_benchmark_pages_are_the_saved_results(tmp_path):
     (tmp_path / "docs").mkdir()
     for page in pages:
         (tmp_path / "docs" / page.name).write_text(page.read_text())
-    for result in RESULTS:
+    for result in (*RESULTS, *STANDALONE_RESULTS):
         report.write_doc(str(tmp_path / report.DOC_PATH), _load(result))
     hint = "python -m devtools bench --from-json FILE --write-doc docs/benchmarks.md"
     for page in pages:
@@ -179,6 +206,7 @@ def test_benchmark_page_blocks_all_come_from_saved_results():
 
     sections = {k for result in RESULTS for k in _load(result) if k != "meta"}
     blocks = {report.OWN_BLOCKS[s][0] if s in report.OWN_BLOCKS else report.DOC_MARKER for s in sections}
+    blocks |= {report.standalone_marker(_load(r)) for r in STANDALONE_RESULTS}
     assert blocks == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
 
 

@@ -202,3 +202,56 @@ def test_install_refuses_a_torch_whose_hook_point_moved(world8, monkeypatch, mis
     dynamo_dist.uninstall()
     monkeypatch.undo()
     assert all(a is b or a == b for a, b in zip(_stock_state(), before)), "a refused install patched torch"
+
+
+# A torch of another layout: a package named ``torch`` that has a version and
+# none of the private modules the plugin hooks (no ``torch._dynamo``, no
+# ``torch.distributed``). Run in a fresh process with it first on sys.path.
+FAKE_TORCH = '''
+__version__ = {version!r}
+def __getattr__(name):
+    raise AttributeError(f"fake torch has no {{name}}")
+'''
+TRY_INSTALL = r'''
+import sys
+import dynamo_dist
+try:
+    dynamo_dist.install()
+except RuntimeError as e:
+    print("RuntimeError:", " ".join(str(e).split()))
+except BaseException as e:
+    print("OTHER", type(e).__name__, e)
+else:
+    print("INSTALLED")
+print("is_installed:", dynamo_dist.is_installed())
+dynamo_dist.uninstall()
+print("loaded:", sorted(m for m in sys.modules if m.startswith("torch")))
+'''
+
+
+@pytest.mark.parametrize("version", ["2.16.0", "2.9.1+cpu", "2.15.0"])
+def test_install_refuses_a_torch_laid_out_otherwise_without_loading_its_internals(tmp_path, version):
+    """Out of range: refused from the version string before anything reaches
+    into torch (only ``torch`` itself is loaded). In range but laid out
+    otherwise: one ``RuntimeError`` naming what is missing, not an
+    ``ImportError`` from deep inside the hooks."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH.format(version=version))
+    root = Path(dynamo_dist.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    proc = subprocess.run([sys.executable, "-S", "-c", TRY_INSTALL], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert f"RuntimeError: dynamo_dist supports torch >=2.11,<2.16 (2.11.x to 2.15.x), found torch {version}" in out, \
+        out + proc.stderr
+    assert "is_installed: False" in out
+    if version == "2.15.0":
+        assert "its internals differ where dynamo_dist hooks them: ModuleNotFoundError" in out, out
+    else:
+        assert "loaded: ['torch']" in out, out  # nothing private was imported

@@ -226,7 +226,10 @@ LOCAL_IMPORTS_ALLOWED = {
     # needs it) and inductor_lowering (heavy: all of inductor, only when a
     # graph is lowered with it).
     "_compat": 3,
-    **{part: 0 for part in PARTS if part not in ("__init__", "_compat", "cli")},
+    # _torch (heavy: torch; install() reads its version before anything else
+    # loads, and `import dynamo_dist` must not import it).
+    "_supported": 1,
+    **{part: 0 for part in PARTS if part not in ("__init__", "_compat", "_supported", "cli")},
 }
 
 
