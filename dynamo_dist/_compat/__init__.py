@@ -44,7 +44,7 @@ try:  # 2.14+: the canonical home of compile_on_one_rank
 except ImportError:  # pragma: no cover - older torch
     _compiler_config = None
 
-from . import aot, caches, collective, packages, stock  # noqa: F401
+from . import aot, caches, collective, packages, spmd, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     ALL_GATHER_SINGLE,
     FOLDED_PRIVATE_MESH_ATTRIBUTES,
@@ -103,6 +103,7 @@ from .dynamo import (  # noqa: F401
     constant,
     current_compile_id,
     current_tx,
+    tracing_tx,
     default_group_source,
     dynamo_disable,
     emit_call_import,
@@ -150,6 +151,29 @@ from .dynamo import (  # noqa: F401
     unskip_top_level_frames,
     user_method,
     wrap_sourced,
+    BACKEND_CALL_POINT,
+    TORCH_FUNCTION_HANDLER,
+    TORCH_FUNCTION_QUERIES,
+    TorchFunctionModeVariable,
+    build_value,
+    consume_skip_next,
+    delete_attribute,
+    dict_items,
+    dispatch_to_mode,
+    frame_codes,
+    graph_input_value,
+    module_source,
+    is_deleted,
+    pending_attribute,
+    set_attribute,
+    symbolic_value,
+    top_mode_tracker,
+    call_builtin,
+    operator_behind,
+    dataclass_fields,
+    ContextWrappingVariable,
+    frame_modes,
+    graph_modes,
 )
 from .dynamo import Unsupported  # noqa: F401,E402  (the exception a fold catches)
 from .slots import (  # noqa: F401

@@ -13,6 +13,7 @@ from .process_group import PROCESS_GROUP_MEMBERS, ProcessGroupVariable
 from .functions import DIST_FUNCTIONS, DistFunctionVariable
 from .dtensor import DTENSOR_MEMBERS, DTensorFunctionVariable
 from .modes import DTENSOR_MODES, DTensorModeVariable
+from .spmd import SpmdCheckerVariable, SpmdFunctionVariable
 from .members import MemberTable
 
 tracked_types.all_declared()
@@ -34,4 +35,6 @@ __all__ = [
     "PlacementClassVariable",
     "PlacementVariable",
     "ProcessGroupVariable",
+    "SpmdCheckerVariable",
+    "SpmdFunctionVariable",
 ]
