@@ -159,6 +159,8 @@ from .dynamo import (  # noqa: F401
     consume_skip_next,
     delete_attribute,
     dict_items,
+    bound_descriptor,
+    call_autograd_apply,
     dispatch_to_mode,
     frame_codes,
     graph_input_value,

@@ -984,6 +984,25 @@ def dispatch_to_mode(tx: Any, fn: VariableTracker, types: VariableTracker, args:
     return tx.symbolic_torch_function_state.call_torch_function_mode(tx, fn, types, args, kwargs)
 
 
+def call_autograd_apply(tx: Any, fn_cls: type, args: list, kwargs: dict) -> Any:
+    """``fn_cls.apply(*args, **kwargs)`` traced as Dynamo traces an
+    ``autograd.Function``'s apply, whatever ``Function.apply`` is now (the
+    checker replaces it with a descriptor Dynamo cannot call)."""
+    return AutogradFunctionVariable(fn_cls).call_method(tx, "apply", args, kwargs)
+
+
+def bound_descriptor(vt: VariableTracker) -> tuple[Any, Any] | None:
+    """(descriptor, the object it is bound to) for a method Dynamo keeps as
+    a descriptor and its object (a descriptor it cannot read, 2.13+), else None."""
+    vt = vt.realize() if hasattr(vt, "realize") else vt
+    descriptor, obj = getattr(vt, "descriptor", None), getattr(vt, "obj", None)
+    if descriptor is None or not isinstance(obj, VariableTracker):
+        return None
+    if isinstance(obj, AutogradFunctionVariable):  # its class, which it does not say as a value
+        return descriptor, obj.fn_cls
+    return descriptor, known_value(obj)
+
+
 def pending_attribute(tx: Any, vt: VariableTracker, name: str) -> tuple[bool, Any]:
     """(True, tracker) for an attribute set (or deleted: ``DeletedVariable``)
     in this frame, else (False, None)."""

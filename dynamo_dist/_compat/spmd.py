@@ -97,7 +97,7 @@ class Facts:
 @functools.cache
 def _read_facts() -> Facts:
     # The one import of the package, made only once the program imported it.
-    import spmd_types._checker, spmd_types._mesh_axis, spmd_types._state, spmd_types._traceback, spmd_types.types
+    import spmd_types._checker, spmd_types._mesh_axis, spmd_types._state, spmd_types._traceback, spmd_types.types  # noqa: E401
 
     package = spmd_types
     try:
@@ -119,16 +119,25 @@ def _read_facts() -> Facts:
                  no_typecheck_codes=getattr(package._state, "_NO_TYPECHECK_CODES", None))
 
 
-_ON_LOADED: list[Callable[[Facts], None]] = []
+# name -> ``callback(facts)``, called once the program has imported
+# spmd_types: what can only be declared or changed with its classes.
+ON_LOADED: dict[str, Callable[[Facts], None]] = {}
 _LOADED: list[Facts] = []
 
 
-def on_loaded(callback: Callable[[Facts], None]) -> None:
+def on_loaded(name: str, callback: Callable[[Facts], None]) -> None:
     """Call ``callback(facts)`` once the program has imported spmd_types
-    (now, if it has): what can only be declared with its classes."""
-    _ON_LOADED.append(callback)
+    (now, if it has)."""
+    ON_LOADED[name] = callback
     if _LOADED:
         callback(_LOADED[0])
+
+
+def runtime_only_call_trees(f: Facts) -> tuple:
+    """spmd_types' functions that run only eagerly, never as compiled frames,
+    nor anything they call: the checker's ``__torch_function__`` (run at a
+    graph break, or where a frame runs eagerly, under the checker)."""
+    return (f.mode_type.__torch_function__,)
 
 
 def facts() -> Facts | None:
@@ -141,7 +150,7 @@ def facts() -> Facts | None:
         return None  # not imported, or still importing
     found = _read_facts()
     _LOADED.append(found)
-    for callback in list(_ON_LOADED):
+    for callback in list(ON_LOADED.values()):
         callback(found)
     return found
 
@@ -189,6 +198,13 @@ def autograd_apply_class(func: Any) -> type | None:
     (the checker asks the same: ``_get_autograd_function_class``), or None."""
     f = facts()
     return None if f is None else f.checker._get_autograd_function_class(func)
+
+
+def is_apply_descriptor(value: Any) -> bool:
+    """Whether ``value`` is the checker's ``autograd.Function.apply``
+    descriptor (installed while a checker is current)."""
+    f = facts()
+    return f is not None and isinstance(value, f.checker._AutogradApplyDescriptor)
 
 
 # -- the thread's state ----------------------------------------------------------
@@ -362,8 +378,12 @@ def partition_spec_data(spec: Any) -> Any:
 def partition_spec_from_data(data: Any) -> Any:
     if data is None:
         return None
-    return _read_facts().types.PartitionSpec(*(None if e is None else tuple(axis_from_data(a) for a in e[1]) if e[0] == "many"
-                           else axis_from_data(e[1]) for e in data))
+    def entry(e: Any) -> Any:
+        if e is None:
+            return None
+        return tuple(axis_from_data(a) for a in e[1]) if e[0] == "many" else axis_from_data(e[1])
+
+    return _read_facts().types.PartitionSpec(*(entry(e) for e in data))
 
 
 def mode_and_top_entry() -> tuple[Any, Any]:

@@ -138,6 +138,9 @@ def apply(reset: bool = True) -> None:
                 C.skip_top_level_frames(fn)
             for fn in C.RUNTIME_ONLY_CALL_TREES:
                 C.skip_frames_recursively(fn)
+            if C.spmd.facts() is not None:  # loaded before install: skipped now (else when it is)
+                _SKIPPED_SPMD.clear()
+                _skip_spmd_runtime_frames(C.spmd.facts())
         except Exception as e:
             _undo()
             raise InstallError(
@@ -177,6 +180,7 @@ def _patch(p: Patches) -> None:
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
     owner, name = C.BACKEND_CALL_POINT
     p.set(owner, name, _checker_paused_at_run_time(getattr(owner, name)))
+    p.set_item(C.spmd.ON_LOADED, "runtime frames", _skip_spmd_runtime_frames)
     _aot_patches(p)
     cache_key_patches(p, dtensor)
     compile_once_patches(p)
@@ -184,10 +188,25 @@ def _patch(p: Patches) -> None:
         _collective_patches(p)
 
 
+# spmd_types' runtime-only functions skipped while installed (its checker's
+# code), once the program imported it.
+_SKIPPED_SPMD: list[Any] = []
+
+
+def _skip_spmd_runtime_frames(facts: Any) -> None:
+    """spmd_types' checker runs eagerly, never as compiled frames (at a
+    graph break, or a frame run eagerly under it, Dynamo would otherwise
+    compile its code, and the collectives it calls, frame by frame)."""
+    for fn in C.spmd.runtime_only_call_trees(facts):
+        C.skip_frames_recursively(fn)
+        _SKIPPED_SPMD.append(fn)
+
+
 def _undo() -> None:
     """Every change of ``_patch`` and ``apply`` undone (under ``_lock``)."""
-    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES):
+    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES, *_SKIPPED_SPMD):
         C.unskip_top_level_frames(fn)
+    _SKIPPED_SPMD.clear()
     _INSTALLED.restore()
     if C.collective.NEEDS_BACKPORT:
         C.collective.clear_builtin_handlers()  # they are cached with the method they were built from

@@ -87,12 +87,27 @@ class SpmdCheckerVariable(C.TorchFunctionModeVariable):
 def _erased(tx: Any, fn: Any, args: list, kwargs: dict) -> Any:
     """The call traced as with the checker off: an operator (``x * y``),
     which Dynamo dispatches to a mode as the tensor method eager's mode
-    receives, is traced as the operator again (the same graph node)."""
+    receives, is traced as the operator again (the same graph node); an
+    ``autograd.Function``'s bound ``apply`` (what the checker's descriptor
+    hands it) is traced as that Function's apply."""
+    fn_cls = _applied_function(fn)
+    if fn_cls is not None:
+        return C.call_autograd_apply(tx, fn_cls, args, kwargs)
     behind = C.operator_behind(tx, C.known_value(fn))
     if behind is None:
         return fn.call_function(tx, args, kwargs)
     op, swapped = behind
     return C.call_builtin(tx, op, args[::-1] if swapped and len(args) == 2 else args, kwargs)
+
+
+def _applied_function(fn: Any) -> type | None:
+    """The ``autograd.Function`` whose ``apply`` ``fn`` is: bound in the
+    program, or bound by the checker's ``apply`` descriptor (which Dynamo
+    keeps as the descriptor and the class)."""
+    bound = C.bound_descriptor(fn)
+    if bound is not None and S.is_apply_descriptor(bound[0]) and isinstance(bound[1], type):
+        return bound[1]
+    return S.autograd_apply_class(C.known_value(fn))
 
 
 def _name(value: Any) -> str:
@@ -362,4 +377,4 @@ TORCH_FUNCTION_DISPATCH_FUNCTION = declare(TrackedType(
     name="torch.overrides dispatch function", python_type=(types.BuiltinFunctionType, types.FunctionType),
     objects=dispatch_functions, tracker=TorchFunctionDispatchVariable, members=TORCH_FUNCTION_DISPATCH,
     guard=install_identity_guard, rebuild=by_import))
-S.on_loaded(_declare_values)
+S.on_loaded("values", _declare_values)
