@@ -89,29 +89,35 @@ def tp_inputs(mode: str, tp: Any, seed: int = 0, grad: bool = True) -> tuple[tor
     return out
 
 
-def rank_tp_values(plugin: bool, mode: str, a2a: bool, backend: str) -> dict:
-    """On a gloo rank: the TP step (forward and backward) eager and compiled
-    under the checker in ``mode``; the outputs, gradients and output types
-    of each, and the graph breaks of the compiled run."""
+def rank_tp_values(cases: list[tuple[str, bool, str]]) -> dict:
+    """On a gloo rank, with dynamo_dist installed: for each (checker mode,
+    all_to_all or not, backend), the TP step (forward and backward) eager and
+    compiled under the checker; the output, gradients and output types of
+    each (as plain numbers: tensors would be shared with the caller through
+    files the rank removes when it ends), and the graph breaks."""
     import dynamo_dist
     from dynamo_dist.testing import make_mesh
     from torch._dynamo.utils import counters
 
     load()
-    if plugin:
-        dynamo_dist.install()
+    dynamo_dist.install()
     mesh = make_mesh((2,), ("tp",))
-    result = {}
-    with spmd.set_current_mesh(mesh), checker(mode):
-        tp = spmd.current_mesh_names()["tp"]
-        for name, fn in (("eager", tp_step), ("compiled", torch.compile(tp_step, backend=backend))):
-            counters.clear()
-            x, w1, w2 = tp_inputs(mode, tp)
-            out = fn(x, w1, w2, a2a)
-            out.backward()
-            result[name] = {
-                "out": out.detach(), "grads": [t.grad for t in (x, w1, w2)],
-                "type": repr(spmd.get_local_type(out)) if mode != "off" else None,
-                "breaks": sum(counters["graph_break"].values()),
-            }
-    return result
+    results = {}
+    for mode, a2a, backend in cases:
+        torch._dynamo.reset()
+        result = results[mode, a2a, backend] = {}
+        with spmd.set_current_mesh(mesh), checker(mode):
+            tp = spmd.current_mesh_names()["tp"]
+            for name, fn in (("eager", tp_step), ("compiled", torch.compile(tp_step, backend=backend))):
+                counters.clear()
+                x, w1, w2 = tp_inputs(mode, tp)
+                out = fn(x, w1, w2, a2a)
+                out.backward()
+                with spmd.no_typecheck():
+                    result[name] = {
+                        "out": out.item(), "grads": [t.grad.tolist() for t in (x, w1, w2)],
+                        "types": [repr(spmd.get_local_type(t)) if mode != "off" else None
+                                  for t in (out, x.grad, w1.grad, w2.grad)],
+                        "breaks": sum(counters["graph_break"].values()),
+                    }
+    return results
