@@ -11,7 +11,14 @@ of it has neither guard):
   The mode stack's types are torch's own guard; a checker holds nothing but
   its switches, so any checker with the same switches answers the same;
 - each input tensor's types whose types were read (its ``_local_type`` and
-  ``_partition_spec``: absent, or equal to what they were).
+  ``_partition_spec``: absent, or equal to what they were). With the
+  checker off, and no spmd_types function asking for an input's type,
+  nothing reads them: the same frame serves inputs of any type.
+
+New tensors of the same types under a new checker with the same switches
+and the same current mesh run the compiled code; an input whose local type
+differs, other switches (local or global mode, the checker on or off) or a
+current mesh over other groups trace the frame again.
 
 Both are saved by torch's precompile as plain data (axes as their layouts,
 types by value, groups by name, ranks and backend) and rebuilt against the

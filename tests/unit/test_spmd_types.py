@@ -183,8 +183,9 @@ def _recompiles(f, mode, x_type, tp) -> tuple[int, object]:
     before = counters["stats"]["unique_graphs"]
     with P.checker(mode):
         x, w = torch.randn(4, 4), torch.randn(4, 4)
-        spmd.assert_type(x, {tp: x_type})
-        spmd.assert_type(w, {tp: spmd.R})
+        others = {axis: spmd.R for axis in spmd.current_mesh_names().values() if axis != tp}
+        spmd.assert_type(x, {**others, tp: x_type})
+        spmd.assert_type(w, {**others, tp: spmd.R})
         out = f(x, w)
         return counters["stats"]["unique_graphs"] - before, spmd.get_local_type(out)
 
@@ -227,3 +228,35 @@ def test_ill_typed_call_after_a_well_typed_one_raises(plugin, tp_mesh):
         spmd.assert_type(x2, {tp_mesh: spmd.R})
         eager = _error(P.bad_collective, x2, w)
         assert eager is not None and _error(f, x2, w) == eager
+
+
+@pytest.mark.release
+def test_without_the_checker_input_types_are_not_guarded(plugin, tp_mesh):
+    """With the checker off nothing reads the types: another type on an
+    input recompiles nothing."""
+    counters.clear()
+    f = torch.compile(_reduce, backend="aot_eager")
+    assert _recompiles(f, "off", spmd.P, tp_mesh)[0] == 1
+    assert _recompiles(f, "off", spmd.R, tp_mesh)[0] == 0
+
+
+@pytest.mark.release
+def test_recompiles_under_a_same_shape_mesh_over_other_groups(plugin):
+    """The current mesh is guarded by its axes' layouts and groups: a mesh
+    of the same shape over other groups traces again; the first one, back,
+    does not (its entry matched already)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    with fake_world(4, 0):
+        first = make_mesh((2, 2), ("dp", "tp"))
+        other = DeviceMesh("cpu", torch.arange(4).reshape(2, 2), mesh_dim_names=("dp", "tp"))
+        f = torch.compile(_reduce, backend="aot_eager")
+        counters.clear()
+        seen = []
+        for mesh in (first, first, other, first):
+            with spmd.set_current_mesh(mesh):
+                tp = spmd.current_mesh_names()["tp"]
+                n, out_type = _recompiles(f, "local", spmd.P, tp)
+                seen.append(n)
+                assert out_type[tp] == spmd.R
+        assert seen == [1, 0, 1, 0]
