@@ -260,3 +260,44 @@ def test_recompiles_under_a_same_shape_mesh_over_other_groups(plugin):
                 seen.append(n)
                 assert out_type[tp] == spmd.R
         assert seen == [1, 0, 1, 0]
+
+
+# -- stock torch.compile beside: what the docs state ---------------------------------
+
+STOCK_FAULTS = {
+    # a well-typed step: local mode fails at run time (the compiled graph's
+    # Function is not registered with the checker), global mode in the trace
+    ("local", "tp_step"): "CompiledFunction.apply: autograd Function is not registered for SPMD type checking",
+    ("global", "tp_step"): "Opaque object of type 'torch.distributed.device_mesh.DeviceMesh'",
+    # an ill-typed collective: no error at all (the checker sees the graph's ops only)
+    ("local", "bad_collective"): None,
+    ("global", "bad_collective"): None,
+}
+
+
+@pytest.mark.release
+@pytest.mark.skipif(not torch.__version__.startswith("2.15"), reason="stock's faults are measured on torch 2.15")
+@pytest.mark.parametrize("mode, case", list(STOCK_FAULTS), ids=lambda v: str(v))
+def test_stock_beside(tp_mesh, mode, case):
+    """Stock torch.compile (no dynamo_dist) on the same programs, as the docs
+    state it: a crash on every well-typed step, an ill-typed collective let through."""
+    with P.checker(mode):
+        if case == "tp_step":
+            args = (*P.tp_inputs(mode, tp_mesh), False)
+        else:
+            args = (torch.randn(4, 4), torch.randn(4, 4))
+            for t in args:
+                spmd.assert_type(t, {tp_mesh: spmd.R})
+        compiled = torch.compile(getattr(P, case), backend="aot_eager")
+
+        def run(*a):
+            out = compiled(*a)
+            if out.requires_grad:
+                out.sum().backward()
+
+        got = _error(run, *args)
+    expected = STOCK_FAULTS[mode, case]
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and expected in got[1]
