@@ -272,6 +272,9 @@ STOCK_FAULTS = {
     # an ill-typed collective: no error at all (the checker sees the graph's ops only)
     ("local", "bad_collective"): None,
     ("global", "bad_collective"): None,
+    # an ill-typed assert_type: eager's error (the call runs eagerly at its break)
+    ("local", "bad_assert"): "SPMD type mismatch on axis",
+    ("global", "bad_assert"): "SPMD type mismatch on axis",
 }
 
 
