@@ -177,6 +177,42 @@ def test_graph_break_inside_a_function_under_the_checker(plugin, tp_mesh, mode):
         assert spmd.get_local_type(out) == spmd.get_local_type(eager)
 
 
+class _Triple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+@pytest.mark.release
+@pytest.mark.parametrize("mode", MODES)
+def test_a_registered_function_under_the_checker(plugin, tp_mesh, mode):
+    """A user's autograd.Function under the checker (which dispatches its
+    apply through a descriptor of its own; the trace crashed on it): traced,
+    its call checked eagerly behind a clean dynamo_dist: break, eager's types
+    on the output."""
+    spmd.register_local_autograd_function(_Triple)
+
+    def step(x, w1, w2):
+        r = spmd.all_reduce(torch.mm(torch.relu(torch.mm(x, w1)), w2), "tp", src=spmd.P, dst=spmd.I)
+        return _Triple.apply(r).sum()
+
+    breaks = {}
+    for m in ("off", mode):
+        torch._dynamo.reset()
+        counters.clear()
+        with P.checker(m):
+            out = torch.compile(step, backend="aot_eager")(*P.tp_inputs(m, tp_mesh))
+            out.backward()
+            if m != "off":
+                assert spmd.get_local_type(out) == spmd.get_local_type(step(*P.tp_inputs(m, tp_mesh)))
+        breaks[m] = set(counters["graph_break"])
+    assert all(b.startswith("dynamo_dist:") for b in breaks[mode] - breaks["off"])
+
+
 # -- guards: what a checked frame depends on ---------------------------------------
 
 def _recompiles(f, mode, x_type, tp) -> tuple[int, object]:
