@@ -140,12 +140,22 @@ def _rebuild_scopes() -> None:
     _CLASSES = _scope(tuple(r for r in records if r.class_tracker is not None))
 
 
+# Who is told of a record declared later (name -> ``listener(record)``): a
+# type whose classes exist only once an optional package is imported is
+# declared then, while the plugin may be installed (``_hooks`` adds its fast
+# types to Dynamo's table).
+LISTENERS: dict[str, Callable[[TrackedType], None]] = {}
+
+
 def declare(record: TrackedType) -> TrackedType:
-    """Enter ``record`` in the table (its module does it, once, at import)."""
+    """Enter ``record`` in the table (its module does it, once, at import;
+    a type of an optional package's classes, once the package is imported)."""
     if any(r.name == record.name for r in _DECLARED):
         raise ValueError(f"a tracked type named {record.name!r} is declared already")
     _DECLARED.append(record)
     _rebuild_scopes()
+    for listener in list(LISTENERS.values()):
+        listener(record)
     return record
 
 

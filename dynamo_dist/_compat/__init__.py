@@ -36,7 +36,7 @@ which only gates ``install()``):
 
 from __future__ import annotations
 
-from . import aot, c10d, caches, collective, packages, stock  # noqa: F401
+from . import aot, c10d, caches, collective, packages, spmd, stock  # noqa: F401
 from .distributed import (  # noqa: F401
     compile_on_one_rank,
     folded_rank,
@@ -99,6 +99,7 @@ from .dynamo import (  # noqa: F401
     constant,
     current_compile_id,
     current_tx,
+    tracing_tx,
     default_group_source,
     dynamo_disable,
     emit_call_import,
@@ -152,6 +153,31 @@ from .dynamo import (  # noqa: F401
     unskip_top_level_frames,
     user_method,
     wrap_sourced,
+    BACKEND_CALL_POINT,
+    TORCH_FUNCTION_HANDLER,
+    TORCH_FUNCTION_QUERIES,
+    TorchFunctionModeVariable,
+    build_value,
+    consume_skip_next,
+    delete_attribute,
+    dict_items,
+    bound_descriptor,
+    call_autograd_apply,
+    dispatch_to_mode,
+    frame_codes,
+    graph_input_value,
+    module_source,
+    is_deleted,
+    pending_attribute,
+    set_attribute,
+    symbolic_value,
+    top_mode_tracker,
+    call_builtin,
+    operator_behind,
+    dataclass_fields,
+    ContextWrappingVariable,
+    frame_modes,
+    graph_modes,
 )
 from .dynamo import Unsupported  # noqa: F401,E402  (the exception a fold catches)
 from .slots import (  # noqa: F401

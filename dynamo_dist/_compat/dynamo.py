@@ -15,6 +15,7 @@ import functools
 import importlib
 import inspect
 import io
+import operator
 import pickle
 import re
 import types
@@ -107,6 +108,14 @@ def reset() -> None:
 
 def current_tx() -> Any:
     return InstructionTranslator.current_tx()
+
+
+def tracing_tx() -> Any:
+    """The tracer of the frame being traced now, or None outside tracing."""
+    try:
+        return InstructionTranslator.current_tx()
+    except (AttributeError, IndexError):
+        return None
 
 
 def frame_state(tx: Any, key: str) -> dict:
@@ -1020,3 +1029,238 @@ def default_group_source(tx: Any) -> Any:
 
 def current_compile_id() -> str:
     return str(CompileContext.current_compile_id())
+
+
+# -- torch-function modes and tensor attributes (spmd_types' checker) ------------
+# A TorchFunctionMode on the stack when a frame is traced is a tracker in the
+# tracer's symbolic mode stack (``tx.symbolic_torch_function_state``); torch
+# calls dispatch to the top one (``call_torch_function``) with it popped.
+# Dynamo answers ``has_torch_function*`` from tensor subclasses only, where
+# eager also answers True under any mode: the checker then never sees
+# ``spmd.all_reduce``, only the ops inside it. A tensor attribute set in the
+# frame is a pending side effect of its tracker, replayed on the tensors that
+# outlive the frame.
+from torch._dynamo.output_graph import OutputGraph as _OutputGraph  # noqa: E402
+from torch._dynamo.variables.misc import AutogradFunctionVariable, DeletedVariable  # noqa: E402
+from torch._dynamo.variables.torch_function import TorchFunctionModeVariable  # noqa: E402,F401
+
+# Where each graph Dynamo made is handed to the backend (a fresh compile, or
+# an AOTAutograd entry loaded from the cache): what it returns is the
+# function the frame's code calls.
+BACKEND_CALL_POINT: tuple[Any, str] = (_OutputGraph, "call_user_compiler")
+# The overridable functions of torch.overrides a Python API calls to ask for,
+# and hand over to, torch-function dispatch.
+TORCH_FUNCTION_QUERIES = (torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+                          torch.overrides.has_torch_function_variadic)
+TORCH_FUNCTION_HANDLER = torch.overrides.handle_torch_function
+
+
+def top_mode_tracker(tx: Any) -> Any:
+    """The tracker of the torch-function mode a torch call dispatches to now
+    (the top of the frame's symbolic mode stack), or None."""
+    state = tx.symbolic_torch_function_state
+    if not state.torch_function_mode_enabled or not state.mode_stack:
+        return None
+    vt = state.mode_stack[-1]
+    return vt.realize() if hasattr(vt, "realize") else vt
+
+
+def consume_skip_next(tx: Any) -> bool:
+    """``torch._C._skip_one_hop_torch_function`` was called: the next
+    ``has_torch_function*`` answers False (and resets it), as in C++."""
+    state = tx.symbolic_torch_function_state
+    if state.skip_next:
+        state.skip_next = False
+        return True
+    return False
+
+
+def dispatch_to_mode(tx: Any, fn: VariableTracker, types: VariableTracker, args: list, kwargs: dict) -> Any:
+    """``mode.__torch_function__(fn, types, args, kwargs)`` on the top mode,
+    popped for the call, as eager's ``handle_torch_function`` does."""
+    return tx.symbolic_torch_function_state.call_torch_function_mode(tx, fn, types, args, kwargs)
+
+
+def call_autograd_apply(tx: Any, fn_cls: type, args: list, kwargs: dict) -> Any:
+    """``fn_cls.apply(*args, **kwargs)`` traced as Dynamo traces an
+    ``autograd.Function``'s apply, whatever ``Function.apply`` is now (the
+    checker replaces it with a descriptor Dynamo cannot call)."""
+    return AutogradFunctionVariable(fn_cls).call_method(tx, "apply", args, kwargs)
+
+
+def bound_descriptor(vt: VariableTracker) -> tuple[Any, Any] | None:
+    """(descriptor, the object it is bound to) for a method Dynamo keeps as
+    a descriptor and its object (a descriptor it cannot read, 2.13+), else None."""
+    vt = vt.realize() if hasattr(vt, "realize") else vt
+    descriptor, obj = getattr(vt, "descriptor", None), getattr(vt, "obj", None)
+    if descriptor is None or not isinstance(obj, VariableTracker):
+        return None
+    if isinstance(obj, AutogradFunctionVariable):  # its class, which it does not say as a value
+        return descriptor, obj.fn_cls
+    return descriptor, known_value(obj)
+
+
+def pending_attribute(tx: Any, vt: VariableTracker, name: str) -> tuple[bool, Any]:
+    """(True, tracker) for an attribute set (or deleted: ``DeletedVariable``)
+    in this frame, else (False, None)."""
+    side_effects = tx.output.side_effects
+    if side_effects.has_pending_mutation_of_attr(vt, name):
+        return True, side_effects.load_attr(vt, name, deleted_ok=True)
+    return False, None
+
+
+def is_deleted(vt: Any) -> bool:
+    return isinstance(vt, DeletedVariable)
+
+
+def set_attribute(tx: Any, vt: VariableTracker, name: str, value: VariableTracker) -> None:
+    """``setattr(vt, name, value)`` traced as Dynamo traces it (a side effect)."""
+    SourcelessBuilder.create(tx, setattr).call_function(tx, [vt, ConstantVariable.create(name), value], {})
+
+
+def delete_attribute(tx: Any, vt: VariableTracker, name: str) -> None:
+    SourcelessBuilder.create(tx, delattr).call_function(tx, [vt, ConstantVariable.create(name)], {})
+
+
+def graph_input_value(vt: VariableTracker) -> Any:
+    """The real tensor a graph input's tracker stands for (its ``GraphArg``), or None."""
+    proxy = getattr(vt, "proxy", None)
+    grapharg = proxy.node.meta.get("grapharg") if proxy is not None else None
+    if grapharg is None:
+        return None
+    try:
+        return grapharg.example
+    except Exception:  # a weak reference that died: not known
+        return None
+
+
+def build_value(tx: Any, value: Any) -> VariableTracker:
+    """The tracker Dynamo (and the plugin's hooks) make for a value built now."""
+    return SourcelessBuilder.create(tx, value)
+
+
+def build_class(tx: Any, cls: type) -> VariableTracker:
+    return SourcelessBuilder.create(tx, cls)
+
+
+def module_source(tx: Any, module: str) -> Any:
+    """A source for ``module`` (the frame's import alias global)."""
+    return tx.import_source(module)
+
+
+def frame_codes(tx: Any) -> list:
+    """The code objects of the frame being traced and of every function
+    inlined into it now, innermost first."""
+    codes = []
+    while tx is not None:
+        code = getattr(tx, "f_code", None)
+        if code is not None:
+            codes.append(code)
+        tx = getattr(tx, "parent", None)
+    return codes
+
+
+def is_autograd_function_tracker(vt: Any) -> bool:
+    return isinstance(vt, AutogradFunctionVariable)
+
+
+from torch._dynamo.variables.dicts import ConstDictVariable  # noqa: E402
+from torch._dynamo.variables.tensor import SymNodeVariable  # noqa: E402
+
+
+def dict_items(vt: Any) -> list | None:
+    """The (key tracker, value tracker) pairs of a dict tracker, else None."""
+    if not isinstance(vt, ConstDictVariable):
+        return None
+    return [(getattr(k, "vt", k), v) for k, v in vt.items.items()]
+
+
+def symbolic_value(vt: Any) -> Any:
+    """The SymInt / SymFloat / SymBool a symbolic scalar's tracker stands
+    for while tracing, else ``NO_KNOWN_VALUE``."""
+    return vt.sym_num if isinstance(vt, SymNodeVariable) else NO_KNOWN_VALUE
+
+
+from torch._dynamo.variables.ctx_manager import ContextWrappingVariable  # noqa: E402,F401
+
+
+def frame_modes(tx: Any) -> list:
+    """The torch-function modes on the stack when the frame was called
+    (torch guards their types)."""
+    return list(getattr(tx.output, "torch_function_mode_stack", None) or ())
+
+
+def graph_modes(output_graph: Any) -> list:
+    """The same, from the output graph (at backend-compile time)."""
+    return list(getattr(output_graph, "torch_function_mode_stack", None) or ())
+
+
+
+
+def dataclass_fields(tx: Any, vt: Any) -> tuple[type, dict] | None:
+    """(class, {field: tracker}) of a dataclass instance Dynamo tracks as a
+    user object (one built in the frame holds its fields as trackers only),
+    else None."""
+    if not isinstance(vt, UserDefinedObjectVariable):
+        return None
+    cls = vt.python_type()
+    if not dataclasses.is_dataclass(cls):
+        return None
+    getattr_slot = getattr(vt, "tp_getattro_impl", None) or vt.var_getattr
+    return cls, {f.name: getattr_slot(tx, f.name) for f in dataclasses.fields(cls) if f.init}
+
+
+from torch._dynamo.variables import builtin as _builtins  # noqa: E402
+
+# The operators whose tensor operands Dynamo traces as a builtin
+# (``operator.mul`` ...): under a torch-function mode it dispatches the tensor
+# method eager's mode receives instead (``BUILTIN_TO_TENSOR_FN_MAP``; the
+# reflected method, operands swapped, when only the right one is a tensor).
+# The operator is read from the instruction the frame executes.
+_UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert,
+          "UNARY_NOT": operator.not_, "BINARY_SUBSCR": operator.getitem, "STORE_SUBSCR": operator.setitem,
+          "CONTAINS_OP": operator.contains}
+_COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+            ">=": operator.ge}
+_NB = {"ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift", "MATRIX_MULTIPLY": "matmul",
+       "MULTIPLY": "mul", "REMAINDER": "mod", "OR": "or_", "POWER": "pow", "RSHIFT": "rshift", "SUBTRACT": "sub",
+       "TRUE_DIVIDE": "truediv", "XOR": "xor"}
+
+
+def _instruction_operator(inst: Any) -> Any:
+    if inst.opname in _UNARY:
+        return _UNARY[inst.opname]
+    if inst.opname == "COMPARE_OP":
+        return _COMPARE.get(inst.argval if isinstance(inst.argval, str) else None)
+    if inst.opname == "BINARY_OP":
+        names = [name for name, _ in getattr(dis, "_nb_ops", ())]
+        if not isinstance(inst.arg, int) or inst.arg >= len(names):
+            return None
+        name = names[inst.arg].removeprefix("NB_")
+        inplace = name.startswith("INPLACE_")
+        base = _NB.get(name.removeprefix("INPLACE_"))
+        if base is None:
+            return None
+        return getattr(operator, ("i" + base.rstrip("_")) if inplace else base, None)
+    return None
+
+
+def operator_behind(tx: Any, func: Any) -> tuple[Any, bool] | None:
+    """(the builtin, whether its operands were swapped) when the tensor
+    method ``func`` dispatched to a mode stands for the operator the frame is
+    executing (``x * y``), else None."""
+    inst = getattr(tx, "current_instruction", None)
+    op = _instruction_operator(inst) if inst is not None else None
+    if op is None:
+        return None
+    _builtins.populate_builtin_to_tensor_fn_map()
+    if _builtins.BUILTIN_TO_TENSOR_FN_MAP.get(op) is func:
+        return op, False
+    if _builtins.BUILTIN_TO_TENSOR_RFN_MAP.get(op) is func:
+        return op, True
+    return None
+
+
+def call_builtin(tx: Any, fn: Any, args: list, kwargs: dict) -> VariableTracker:
+    """``fn(*args, **kwargs)`` for a builtin, traced as Dynamo traces it."""
+    return SourcelessBuilder.create(tx, fn).call_function(tx, args, kwargs)

@@ -143,6 +143,9 @@ def apply(reset: bool = True) -> None:
                 C.skip_top_level_frames(fn)
             for fn in C.RUNTIME_ONLY_CALL_TREES:
                 C.skip_frames_recursively(fn)
+            if C.spmd.facts() is not None:  # loaded before install: skipped now (else when it is)
+                _SKIPPED_SPMD.clear()
+                _skip_spmd_runtime_frames(C.spmd.facts())
         except Exception as e:
             _undo()
             raise InstallError(
@@ -182,6 +185,9 @@ def _patch(p: Patches) -> None:
     if C.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.INSTALL_GLOBAL_POINT
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
+    owner, name = C.BACKEND_CALL_POINT
+    p.set(owner, name, _checker_paused_at_run_time(getattr(owner, name)))
+    p.set_item(C.spmd.ON_LOADED, "runtime frames", _skip_spmd_runtime_frames)
     _aot_patches(p)
     cache_key_patches(p, dtensor)
     compile_once_patches(p)
@@ -189,10 +195,25 @@ def _patch(p: Patches) -> None:
         _collective_patches(p)
 
 
+# spmd_types' runtime-only functions skipped while installed (its checker's
+# code), once the program imported it.
+_SKIPPED_SPMD: list[Any] = []
+
+
+def _skip_spmd_runtime_frames(facts: Any) -> None:
+    """spmd_types' checker runs eagerly, never as compiled frames (at a
+    graph break, or a frame run eagerly under it, Dynamo would otherwise
+    compile its code, and the collectives it calls, frame by frame)."""
+    for fn in C.spmd.runtime_only_call_trees(facts):
+        C.skip_frames_recursively(fn)
+        _SKIPPED_SPMD.append(fn)
+
+
 def _undo() -> None:
     """Every change of ``_patch`` and ``apply`` undone (under ``_lock``)."""
-    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES):
+    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES, *_SKIPPED_SPMD):
         C.unskip_top_level_frames(fn)
+    _SKIPPED_SPMD.clear()
     _INSTALLED.restore()
     if C.collective.NEEDS_BACKPORT:
         C.collective.clear_builtin_handlers()  # they are cached with the method they were built from
@@ -262,6 +283,12 @@ def _tracker_patches(p: Patches) -> None:
     table = C.SourcelessBuilder._type_handlers
     for t in tracked_types.fast_types():
         p.set_item(table, t, fast_handler)
+
+    def declared_later(record: Any) -> None:  # an optional package's type, declared once it is imported
+        for t in record.fast_types:
+            p.set_item(table, t, fast_handler)
+
+    p.set_item(tracked_types.LISTENERS, "fast types", declared_later)
     p.set(C.TensorVariable, "call_method", call_method)
     p.set(C.TensorVariable, getattr_slot, var_getattr)
 
@@ -341,6 +368,21 @@ def _identity_compare(original: Any) -> Any:
         return answer if answer is not None else original(left, right)
 
     return vt_identity_compare
+
+
+def _checker_paused_at_run_time(call_user_compiler: Any) -> Any:
+    """``OutputGraph.call_user_compiler``: a graph of a frame traced under
+    spmd_types' checker (``variables.spmd``: the checker ran on its values
+    then) runs with the checker off the mode stack, which would otherwise
+    see every op of the graph, and the graph's own ``autograd.Function``, again."""
+    def compile_graph(self: Any, gm: Any, example_inputs: Any) -> Any:
+        compiled = call_user_compiler(self, gm, example_inputs)
+        if C.spmd.facts() is not None and any(C.spmd.is_checker_class(type(m)) for m in C.graph_modes(self)):
+            return C.spmd.pause_checker_while(compiled)
+        return compiled
+
+    compile_graph.__wrapped__ = call_user_compiler  # type: ignore[attr-defined]
+    return compile_graph
 
 
 def _runtime_only_generated(compile_and_exec: Any) -> Any:

@@ -14,6 +14,7 @@ from .process_group import PROCESS_GROUP_MEMBERS, ProcessGroupVariable
 from .functions import DIST_FUNCTIONS, DistFunctionVariable
 from .dtensor import DTENSOR_MEMBERS, DTensorFunctionVariable
 from .modes import DTENSOR_MODES, DTensorModeVariable
+from .spmd import SpmdCheckerVariable, SpmdFunctionVariable
 from .members import MemberTable
 
 tracked_types.all_declared()
@@ -36,4 +37,6 @@ __all__ = [
     "PlacementVariable",
     "ProcessGroupVariable",
     "WorkVariable",
+    "SpmdCheckerVariable",
+    "SpmdFunctionVariable",
 ]

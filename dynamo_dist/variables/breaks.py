@@ -255,6 +255,22 @@ class Break(enum.Enum):
         "it is compiled with the mode on.",
         hints=("{hint}",),  # the mode table row's hint
     )
+    # -- spmd_types ----------------------------------------------------------
+    SPMD_NOT_RUN = BreakSpec(
+        gb_type="spmd_types call runs eagerly",
+        explanation="spmd_types' {what} could not run on the traced values while tracing ({why}); the call "
+        "runs eagerly, where spmd_types does exactly what it does without torch.compile.",
+        hints=("Keep the call: the code around it still compiles. To have it compiled, give it plain tensors "
+               "and values known when tracing (no SymInt sizes in global type checking).",),
+    )
+    SPMD_CHECKER_ENTERED = BreakSpec(
+        gb_type="spmd_types checker entered inside the compiled region",
+        explanation="`{what}` with no checker current starts spmd_types' type checking: it patches torch "
+        "(autograd.Function.apply, vmap, module hooks) and pushes a torch-function mode, which cannot happen "
+        "inside a graph; the `with` runs eagerly and the code inside it is compiled under the checker.",
+        hints=("Enter `with spmd_types.checker.typecheck():` around the call of the compiled function instead; "
+               "a compiled function checks its types while it is traced, at no run-time cost.",),
+    )
 
     def __init__(self, spec: BreakSpec) -> None:
         self.fields = check_break(self.name, spec)

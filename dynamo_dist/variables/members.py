@@ -55,11 +55,27 @@ class Kind(enum.Enum):
     WAIT = "where the graph waits for its collective (a Work made in the graph)"
     # A clean graph break with the row's hint.
     BREAK = "graph break with hint"
+    # spmd_types: run as itself at trace time on the frame's spmd_types state
+    # and the traced tensors' types; what it changes on them is written back.
+    TYPES = "runs at trace time on the traced tensors' types; changes written back"
+    # spmd_types: a context manager run as itself at trace time on the frame's
+    # spmd_types state (the block's state is the frame's; rebuilt at a break).
+    CONTEXT = "context manager run at trace time on the frame's spmd_types state"
+    # spmd_types: traced as its body (its traceback-filtering wrapper, which
+    # only reformats an error raised eagerly, is not traced).
+    BODY = "traced as its body (traceback-filtering wrapper skipped)"
+    # torch.overrides' ``has_torch_function*`` under the checker: True, as
+    # eager answers under a mode (stock Dynamo answers from subclasses only).
+    TF_QUERY = "answers as eager under spmd_types' checker; stock elsewhere"
+    # torch.overrides' ``handle_torch_function`` under the checker: the call
+    # dispatches to it as eager dispatches (the checker sees the public API).
+    TF_HANDLER = "dispatches to spmd_types' checker as eager does; stock elsewhere"
 
 
 # Kinds whose handlers compute a call's answer (a runtime rank op, the group
 # of a mesh dim, a DTensor operation): their rows are methods or functions.
-_CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP, Kind.COLLECTIVE, Kind.P2P, Kind.STOCK, Kind.WAIT})
+_CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP, Kind.COLLECTIVE, Kind.P2P, Kind.STOCK, Kind.WAIT,
+                         Kind.TYPES, Kind.CONTEXT, Kind.BODY, Kind.TF_QUERY, Kind.TF_HANDLER})
 
 # Row outcomes the coverage page spells out (a FOLD answer that stays tracked).
 TRACKED_MESH = "tracked mesh (no graph node)"

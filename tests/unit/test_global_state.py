@@ -112,7 +112,7 @@ def test_demo_rank_restores(monkeypatch):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     try:
         options = demo.DemoOptions("mlp", SIZES["tiny"], 1, "inductor", "cpu", stock=False)
-        assert demo.run_rank(options) == (0, None)
+        assert demo.run_rank(options) == [(0, None)]  # every rank's summary, gathered
     finally:
         dist.destroy_process_group()
     torch.set_num_threads(before["threads"])  # a rank process sets its own share of the cores

@@ -224,8 +224,9 @@ LOCAL_IMPORTS_ALLOWED = {
     # stock_member_kind (optional: older torch lacks opaque objects),
     # runtime_coordinate_op (registers DTensor's ops; only compile_on_one_rank
     # needs it) and inductor_lowering (heavy: all of inductor, only when a
-    # graph is lowered with it).
-    "_compat": 3,
+    # graph is lowered with it); spmd._read_facts (optional: spmd_types, read
+    # only once the program imported it).
+    "_compat": 4,
     # _torch (heavy: torch; install() reads its version before anything else
     # loads, and `import dynamo_dist` must not import it).
     "_supported": 1,
@@ -255,6 +256,11 @@ def _dispatch_tables():
     for cls in (DeviceMeshVariable, PlacementVariable, ProcessGroupVariable, WorkVariable, LiveWorkVariable):
         yield cls.__name__, cls.KIND_HANDLERS, dict(cls.MEMBERS)
     yield "DistFunctionVariable", DistFunctionVariable.KIND_HANDLERS, dict(_FUNCTIONS)
+    from dynamo_dist.variables import spmd
+
+    yield "SpmdFunctionVariable", spmd.SpmdFunctionVariable.KIND_HANDLERS, dict(spmd.SPMD_FUNCTIONS)
+    yield "TorchFunctionDispatchVariable", spmd.TorchFunctionDispatchVariable.KIND_HANDLERS, dict(
+        spmd.TORCH_FUNCTION_DISPATCH)
     yield "dtensor attributes", dtensor._ATTRIBUTE_HANDLERS, {
         n: m for n, m in DTENSOR_MEMBERS.items() if not m.method}
     # DTensor's operations: methods become one graph call, functions have

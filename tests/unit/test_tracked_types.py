@@ -155,7 +155,9 @@ def test_built_in_and_user_placements_are_two_types(world8):
 
 
 def test_the_sourceless_fast_table_is_the_declared_exact_types():
-    expected = [C.DeviceMesh, *C.PLACEMENT_TYPES, C.ProcessGroup]
+    # spmd_types' values are declared once the program imported spmd_types.
+    spmd_values = list(C.spmd.value_classes()) if C.spmd.facts() is not None else []
+    expected = [C.DeviceMesh, *C.PLACEMENT_TYPES, C.ProcessGroup, *spmd_values]
     assert sorted(tracked_types.fast_types(), key=repr) == sorted(expected, key=repr)
     table = C.SourcelessBuilder._type_handlers
     assert all(getattr(table[t], "__dynamo_dist_handler__", False) for t in expected)

@@ -1,0 +1,123 @@
+"""Programs written with spmd_types (a TP step, well and ill typed), and what
+each rank of a gloo world runs to compare them compiled and eager under its
+type checker (importable by module name)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+spmd = None  # spmd_types, imported by ``load()`` (an optional dependency)
+
+
+def load() -> Any:
+    global spmd
+    import spmd_types
+
+    spmd = spmd_types
+    return spmd_types
+
+
+def tp_step(x, w1, w2, a2a=True):
+    """Column-parallel then row-parallel matmul, each collective once:
+    ``all_reduce(P -> I)``, ``reduce_scatter(P -> S(0))``, ``all_to_all``
+    (S(0) -> S(1)) and ``all_gather`` back to I."""
+    h = torch.relu(torch.mm(x, w1))                                   # R @ V -> V
+    y = torch.mm(h, w2)                                               # V @ V -> P
+    r = spmd.all_reduce(y, "tp", src=spmd.P, dst=spmd.I)
+    s = spmd.reduce_scatter(y, "tp", src=spmd.P, dst=spmd.S(0))
+    if a2a:
+        s = spmd.all_to_all(s, "tp", src=spmd.S(0), dst=spmd.S(1))
+        g = spmd.all_gather(s, "tp", src=spmd.S(1), dst=spmd.I)
+    else:
+        g = spmd.all_gather(s, "tp", src=spmd.S(0), dst=spmd.I)
+    return (r * g).sum()
+
+
+def input_types(local: bool, tp: Any) -> tuple[dict, dict, dict]:
+    """x replicated, w1 column-sharded, w2 row-sharded: local types in the
+    checker's local mode, PartitionSpec-style shards in its global mode."""
+    if local:
+        return {tp: spmd.R}, {tp: spmd.V}, {tp: spmd.V}
+    return {tp: spmd.R}, {tp: spmd.S(1)}, {tp: spmd.S(0)}
+
+
+def bad_collective(x, w):
+    """An R tensor given to ``all_reduce(src=P)``."""
+    y = torch.mm(x, w)
+    return spmd.all_reduce(y, "tp", src=spmd.P, dst=spmd.R)
+
+
+def bad_assert(x, w):
+    """``assert_type`` of an R tensor as V."""
+    y = torch.mm(x, w)
+    spmd.assert_type(y, {spmd.current_mesh_names()["tp"]: spmd.V})
+    return y
+
+
+def bad_mix(x, w):
+    """I + R, after a collective (the checker's rule for add)."""
+    i = spmd.all_reduce(torch.mm(x, w), "tp", src=spmd.V, dst=spmd.I)
+    return i + x
+
+
+ILL_TYPED = ("bad_collective", "bad_assert", "bad_mix")
+
+
+def checker(mode: str) -> Any:
+    """``typecheck()`` in ``mode`` ("local" or "global"), or no checker ("off")."""
+    from spmd_types.checker import typecheck
+
+    return contextlib.nullcontext() if mode == "off" else typecheck(local=mode == "local")
+
+
+def tp_inputs(mode: str, tp: Any, seed: int = 0, grad: bool = True) -> tuple[torch.Tensor, ...]:
+    """The TP step's inputs (the same on every rank for x, this rank's shard
+    for the weights), typed as the checker in ``mode`` expects."""
+    g = torch.Generator().manual_seed(seed)
+    rank = torch.distributed.get_rank()
+    with spmd.no_typecheck():
+        x = torch.randn(4, 8, generator=g)
+        w1 = torch.randn(2, 8, 6, generator=g)[rank % 2]
+        w2 = torch.randn(2, 6, 8, generator=g)[rank % 2]
+        out = tuple(t.clone().requires_grad_(grad) for t in (x, w1, w2))
+    if mode != "off":
+        for t, ty in zip(out, input_types(mode == "local", tp)):
+            spmd.assert_type(t, ty)
+    return out
+
+
+def rank_tp_values(cases: list[tuple[str, bool, str]]) -> dict:
+    """On a gloo rank, with dynamo_dist installed: for each (checker mode,
+    all_to_all or not, backend), the TP step (forward and backward) eager and
+    compiled under the checker; the output, gradients and output types of
+    each (as plain numbers: tensors would be shared with the caller through
+    files the rank removes when it ends), and the graph breaks."""
+    import dynamo_dist
+    from dynamo_dist.testing import make_mesh
+    from torch._dynamo.utils import counters
+
+    load()
+    dynamo_dist.install()
+    mesh = make_mesh((2,), ("tp",))
+    results = {}
+    for mode, a2a, backend in cases:
+        torch._dynamo.reset()
+        result = results[mode, a2a, backend] = {}
+        with spmd.set_current_mesh(mesh), checker(mode):
+            tp = spmd.current_mesh_names()["tp"]
+            for name, fn in (("eager", tp_step), ("compiled", torch.compile(tp_step, backend=backend))):
+                counters.clear()
+                x, w1, w2 = tp_inputs(mode, tp)
+                out = fn(x, w1, w2, a2a)
+                out.backward()
+                with spmd.no_typecheck():
+                    result[name] = {
+                        "out": out.item(), "grads": [t.grad.tolist() for t in (x, w1, w2)],
+                        "types": [repr(spmd.get_local_type(t)) if mode != "off" else None
+                                  for t in (out, x.grad, w1.grad, w2.grad)],
+                        "breaks": sum(counters["graph_break"].values()),
+                    }
+    return results
