@@ -104,6 +104,7 @@ from .dynamo import (  # noqa: F401
     dynamo_disable,
     emit_call_import,
     emit_import,
+    constrained_dims,
     example_value,
     frame_state,
     in_autograd_function_forward,

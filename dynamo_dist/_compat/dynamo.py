@@ -235,6 +235,29 @@ def example_value(vt: VariableTracker) -> Any:
     return vt.proxy.node.meta.get("example_value")
 
 
+def constrained_dims(tx: Any, vt: VariableTracker) -> list[int]:
+    """The dims of a tensor tracker's value whose size depends on an input
+    size the user constrained (``torch._dynamo.mark_dynamic``: Dynamo raises
+    ``ConstraintViolationError`` if the trace specializes it). Read from the
+    output graph's tracked fakes (their symbolic contexts' constraints)."""
+    value = example_value(vt)
+    if value is None:
+        return []
+    constrained: set = set()
+    for tracked in getattr(tx.output, "tracked_fakes", ()):
+        context, fake = tracked.symbolic_context, tracked.fake
+        sizes = getattr(context, "constraint_sizes", None)
+        if not sizes or not isinstance(fake, torch.Tensor):
+            continue
+        for dim, constraint in enumerate(sizes):
+            if constraint is not None and dim < fake.dim() and isinstance(fake.size(dim), torch.SymInt):
+                constrained |= fake.size(dim).node.expr.free_symbols
+    if not constrained:
+        return []
+    return [dim for dim, size in enumerate(value.size())
+            if isinstance(size, torch.SymInt) and size.node.expr.free_symbols & constrained]
+
+
 # -- trackers -----------------------------------------------------------------
 
 def is_tracker(x: Any) -> bool:

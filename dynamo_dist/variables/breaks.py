@@ -248,6 +248,14 @@ class Break(enum.Enum):
         hints=("Distribute parameters once, outside the compiled function (e.g. when building the model), or "
                "pass `tensor.detach()`.",),
     )
+    DISTRIBUTE_CONSTRAINED = BreakSpec(
+        gb_type="distribute_tensor shards a dim marked dynamic",
+        explanation="distribute_tensor splits dim {dims} of its tensor, whose size depends on a size marked "
+        "dynamic (torch._dynamo.mark_dynamic); tracing the split can specialize that size (a shard of size 1, "
+        "an uneven split), which Dynamo refuses for a marked size, so distribute_tensor runs eagerly.",
+        hints=("Distribute the tensor outside the compiled function and pass the DTensor in, or use "
+               "torch._dynamo.maybe_mark_dynamic, which lets the trace specialize.",),
+    )
     DTENSOR_MODE = BreakSpec(
         gb_type="DTensor mode entered inside the compiled region",
         explanation="`{what}` changes how DTensor dispatches ops ({why}) for the code it wraps; Dynamo traces "

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from .. import _compat as C
 from ..caching import baked_ops
@@ -298,6 +298,10 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         return None
     if tensor.requires_grad:
         graph_break(Break.DISTRIBUTE_REQUIRES_GRAD, context="distribute_tensor(...)")
+    constrained = _sharded_dims(tensor, options.get("placements")) & set(C.constrained_dims(tx, tensor))
+    if constrained:
+        graph_break(Break.DISTRIBUTE_CONSTRAINED, context="distribute_tensor(...)",
+                    dims=", ".join(map(str, sorted(constrained))))
     src_data_rank = options.pop("src_data_rank", 0)
     sources = _broadcast_sources(mesh, src_data_rank)
     shown = ", ".join(f"{k}={short_repr(v)}" for k, v in options.items())
@@ -314,6 +318,12 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
     log.debug("distribute_tensor(%s, src_data_rank=%s) traced with its arguments folded", shown, src_data_rank)
     return _graph_call(tx, op, "distribute_tensor", f"distribute_tensor({shown})", tensor,
                        options, sources)
+
+
+def _sharded_dims(tensor: Any, placements: Any) -> set[int]:
+    """The tensor dims the placements shard (normalised, as distribute_tensor does)."""
+    ndim = len(C.example_value(tensor).size())
+    return {p.dim % ndim if ndim else p.dim for p in placements or () if isinstance(p, Shard)}
 
 
 def _broadcast_sources(mesh: Any, src_data_rank: int | None) -> list[tuple[int, int]]:

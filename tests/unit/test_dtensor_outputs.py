@@ -263,3 +263,31 @@ def test_stock_refuses_a_from_local_on_a_submesh_taken_inside_on_2_12_to_2_15():
     assert (error is not None) is (TORCH_RELEASE >= (2, 12)), error
     if error is not None:
         assert "was invalid, but is output" in str(error)
+
+
+@pytest.mark.parametrize("shape", [(2,), (3,), (2, 3), (8,)])
+def test_distribute_tensor_of_a_size_marked_dynamic_breaks_as_stock_does(mesh, shape):
+    """``distribute_tensor(x, mesh, [Shard(0)])`` with ``mark_dynamic(x, 0)``:
+    tracing the split specialized the marked size (a shard of size 1), and
+    Dynamo raised ``ConstraintViolationError`` where stock breaks the graph
+    (it cannot trace distribute_tensor) and runs it like eager. The plugin
+    now runs it eagerly too, behind one explained break; unmarked, the
+    split is traced."""
+    from torch.distributed.tensor import distribute_tensor
+
+    def f(x):
+        return distribute_tensor(x, mesh, [Shard(0)]) * 2
+
+    x = torch.randn(*shape)
+    eager = f(x)
+    torch._dynamo.mark_dynamic(x, 0)
+    before = dict(O.dynamo_counters()["graph_break"])
+    out = torch.compile(f, backend="aot_eager")(x)
+    breaks = [r.splitlines()[0] for r, n in O.dynamo_counters()["graph_break"].items() if n > before.get(r, 0)]
+    assert torch.equal(out.to_local(), eager.to_local()) and out.placements == eager.placements
+    assert breaks == ["dynamo_dist: distribute_tensor shards a dim marked dynamic"]
+    torch._dynamo.reset()
+    before = dict(O.dynamo_counters()["graph_break"])
+    unmarked = torch.compile(f, backend="aot_eager")(torch.randn(*shape) + x)
+    assert unmarked.to_local().shape == eager.to_local().shape
+    assert dict(O.dynamo_counters()["graph_break"]) == before  # traced whole
