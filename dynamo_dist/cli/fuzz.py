@@ -7,11 +7,12 @@ call with B: right answer, recompile exactly when a folded answer differs),
 wild (anything generated: never an internal Dynamo error), dtensor
 (numerics and gradients on a spawned 2-rank gloo world), collectives
 (meshes of 1 to 4 dims over 8 or 16 ranks in a recording world: eager's
-collectives, group ranks and order, and layouts) and processes (compiled in one
+collectives, group ranks and order, and layouts), processes (compiled in one
 process, loaded from its caches in another in a perturbed state: the
-collectives eager runs there). --examples is per property; processes
-runs a fortieth of it (each example spawns processes that compile with
-inductor).
+collectives eager runs there) and stock (programs users write on a spawned
+2-rank gloo world, compiled with the plugin and with stock torch: never
+worse than stock). --examples is per property; processes runs a fortieth
+of it (each example spawns processes that compile with inductor).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 
@@ -27,7 +28,7 @@ NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.pref
 
 # The properties --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
-PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes")
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes", "stock")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
