@@ -13,6 +13,8 @@ collectives eager runs there) and stock (programs users write on a spawned
 2-rank gloo world, compiled with the plugin and with stock torch: never
 worse than stock). --examples is per property; processes runs a fortieth
 of it (each example spawns processes that compile with inductor).
+--json FILE saves the run whole (the command, date, machine, load, torch,
+and every property's outcome counts).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 
@@ -40,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only this property (repeatable): {', '.join(PROPERTY_NAMES)}")
     parser.add_argument("--out", default="fuzz-failures", metavar="DIR",
                         help="where reproducer scripts are written (default ./fuzz-failures)")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="save the run whole as JSON (written after each property)")
 
 
 class _Display:
@@ -72,12 +76,27 @@ class _Display:
             self.stream.write("\n")
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command line that makes this run, as one would type it."""
+    parts = ["python -m dynamo_dist fuzz", f"--examples {args.examples}"]
+    if args.seed is not None:
+        parts.append(f"--seed {args.seed}")
+    parts += [f"--property {p}" for p in args.property or ()]
+    if args.out != "fuzz-failures":
+        parts.append(f"--out {args.out}")
+    if args.json:
+        parts.append(f"--json {args.json}")
+    return " ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     import dynamo_dist
+    from dynamo_dist.fuzzing import report as saved
     from dynamo_dist.fuzzing.driver import run_property
     from dynamo_dist.fuzzing.properties import PROPERTIES
 
     names = args.property or list(PROPERTIES)
+    result = saved.start(_command(args), args.seed, args.examples)
     print(f"dynamo_dist fuzz: {', '.join(names)}; {args.examples} examples per property; "
           f"seed {args.seed if args.seed is not None else 'random'}; reproducers in {args.out}/")
     total_start = time.monotonic()
@@ -92,12 +111,23 @@ def run(args: argparse.Namespace) -> int:
             status = "interrupted" if report.interrupted else ("FAILED" if report.failures else "ok")
             print(f"{name}: {status}: {report.passed} examples passed, {report.invalid} discarded, "
                   f"{len(report.failures)} distinct failures, {report.seconds:.0f}s")
+            if set(report.outcomes) - {"passed", "discarded", "failed"}:  # a property with finer outcomes
+                for outcome, n in report.outcomes.most_common():
+                    print(f"  {n} {outcome}")
+                    for note, k in report.notes.get(outcome, {}).most_common(5):
+                        print(f"      {k} x {note[:150]}")
             for failure in report.failures:
                 first = failure.error.strip().splitlines()[0] if failure.error.strip() else "?"
                 where = f" -> {failure.reproducer}" if failure.reproducer else ""
                 print(f"  {first[:200]}{where}")
             failed += bool(report.failures)
+            if args.json:
+                saved.add(result, report, target)
+                saved.finish(result, time.monotonic() - total_start)
+                saved.write(args.json, result)
             if report.interrupted:
                 break
     print(f"total {time.monotonic() - total_start:.0f}s")
+    if args.json:
+        print(f"saved to {args.json}")
     return 1 if failed else 0
