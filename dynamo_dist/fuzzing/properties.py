@@ -424,9 +424,10 @@ def stock_sides(pool: Any, example: StockExample) -> dict[str, list[dict[str, An
             raise InvalidExample(invalid[0])
         sides[side] = results
     if len(hung) == len(stock.SIDES):
-        # A world that cannot start, or a program that hangs whatever runs it:
-        # nothing to judge by, and never a silent outcome.
-        raise AssertionError("no side answered:\n" + "\n".join(hung))
+        # Each side runs eager first: a program that hangs whatever compiles it
+        # (eager's own collectives never meet) has nothing to judge by. Counted
+        # among the discarded, never passed.
+        raise InvalidExample("no side answered: " + "; ".join(hung))
     return sides
 
 
@@ -550,8 +551,9 @@ PROPERTIES: dict[str, Property] = {
         # a few per fuzz run, and no CI profile (tests/spawned/test_fuzz_processes.py checks fixed examples).
         Property("processes", "compiled in process A, loaded in a perturbed process B: eager's collectives in B",
                  _strategy("processes_examples"), f"{_HERE}:check_processes", ci_examples=0, long_share=0.025),
-        # Each example compiles twice (plugin and stock) on one spawned 2-rank world.
+        # Each example runs eagerly and compiles twice (plugin and stock) on one spawned
+        # 2-rank world, a few seconds on 2 cores: a few per CI run.
         Property("stock", "programs users write on a 2-rank gloo world: never worse than stock torch.compile",
-                 _strategy("stock_examples"), f"{_HERE}:check_stock", ci_examples=40, gloo=True),
+                 _strategy("stock_examples"), f"{_HERE}:check_stock", ci_examples=8, gloo=True),
     ]
 }
