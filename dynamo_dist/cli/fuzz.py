@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 from dynamo_dist.cli.arguments import positive_int
 
@@ -108,23 +109,23 @@ def run(args: argparse.Namespace) -> int:
             display = _Display()
             report = run_property(prop, examples=target, seed=args.seed, out_dir=args.out, progress=display)
             display.done()
+            if args.json:  # saved first: what is printed below cannot lose the run
+                saved.add(result, report, target)
+                saved.finish(result, time.monotonic() - total_start)
+                saved.write(args.json, result)
             status = "interrupted" if report.interrupted else ("FAILED" if report.failures else "ok")
             print(f"{name}: {status}: {report.passed} examples passed, {report.invalid} discarded, "
                   f"{len(report.failures)} distinct failures, {report.seconds:.0f}s")
             if set(report.outcomes) - {"passed", "discarded", "failed"}:  # a property with finer outcomes
                 for outcome, n in report.outcomes.most_common():
                     print(f"  {n} {outcome}")
-                    for note, k in report.notes.get(outcome, {}).most_common(5):
+                    for note, k in report.notes.get(outcome, Counter()).most_common(5):
                         print(f"      {k} x {note[:150]}")
             for failure in report.failures:
                 first = failure.error.strip().splitlines()[0] if failure.error.strip() else "?"
                 where = f" -> {failure.reproducer}" if failure.reproducer else ""
                 print(f"  {first[:200]}{where}")
             failed += bool(report.failures)
-            if args.json:
-                saved.add(result, report, target)
-                saved.finish(result, time.monotonic() - total_start)
-                saved.write(args.json, result)
             if report.interrupted:
                 break
     print(f"total {time.monotonic() - total_start:.0f}s")
