@@ -93,22 +93,28 @@ def _stock_cell(notes: dict[str, dict[str, int]]) -> str:
     if not found:
         return "none"
     items = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = "; ".join(f"{n} × `{text[:90]}`" for text, n in items[:3])
+    shown = "; ".join(f"{n} × `{_cell(text[:90])}`" for text, n in items[:3])
     more = len(items) - 3
     return shown + (f"; {more} other kinds" if more > 0 else "")
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one cell of a markdown table (and its code span)."""
+    return text.replace("|", "/").replace("`", "'")
 
 
 def table(results: list[dict[str, Any]], prop: str = "stock") -> str:
     """The long runs of ``prop``, one row per run (by release): programs
     checked, time, distinct failures, and each outcome counted."""
-    head = ["release", "seed", "programs", "time", "failures", stock.SAME, stock.PLUGIN_BETTER,
+    head = ["release", "seed", "programs", "time", "ended", "failures", stock.SAME, stock.PLUGIN_BETTER,
             stock.STOCK_FAILS, stock.BOTH_FAIL, "discarded", "stock fails (commonest)"]
     rows = []
     for r in sorted(results, key=lambda r: tuple(int(p) for p in _release(r).split("."))):
         p = r["properties"][prop]
         o = p["outcomes"]
-        rows.append([_release(r), str(r["meta"]["seed"]), f"{p['passed']:,}", _minutes(p["seconds"]),
-                     str(len(p["failures"])), *(str(o.get(k, 0)) for k in head[5:9]), str(p["discarded"]),
+        ended = {"interrupted": "at its time limit", "ok": "all examples"}.get(p["status"], p["status"])
+        rows.append([_release(r), str(r["meta"]["seed"]), f"{p['passed']:,}", _minutes(p["seconds"]), ended,
+                     str(len(p["failures"])), *(str(o.get(k, 0)) for k in head[6:10]), str(p["discarded"]),
                      _stock_cell(p["notes"])])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -116,8 +122,15 @@ def table(results: list[dict[str, Any]], prop: str = "stock") -> str:
 
 
 def block(results: list[dict[str, Any]]) -> str:
-    """The text between the page's markers."""
-    return table(results)
+    """The text between the page's markers: the table, then each run's
+    command, date, machine and load."""
+    lines = [table(results)]
+    for r in sorted(results, key=lambda r: tuple(int(p) for p in _release(r).split("."))):
+        m = r["meta"]
+        load = m["machine"].get("load_average_start", ["?"])[0], m["machine"].get("load_average_end", ["?"])[0]
+        lines.append(f"- torch {_release(r)}: `{m['command']}` ({m['date']}, {m['machine']['cpu']}, "
+                     f"{m['machine']['cores']} cores, load average {load[0]} at the start, {load[1]} at the end)")
+    return "\n".join(lines) + "\n"
 
 
 def update(page: str | Path, files: list[str | Path]) -> None:
