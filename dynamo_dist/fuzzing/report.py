@@ -112,7 +112,8 @@ def table(results: list[dict[str, Any]], prop: str = "stock") -> str:
     for r in sorted(results, key=lambda r: tuple(int(p) for p in _release(r).split("."))):
         p = r["properties"][prop]
         o = p["outcomes"]
-        ended = {"interrupted": "at its time limit", "ok": "all examples"}.get(p["status"], p["status"])
+        ended = {"interrupted": "at its time limit", "ok": "all examples",
+                 "failed": "at its first failure (shrunk)"}.get(p["status"], p["status"])
         rows.append([_release(r), str(r["meta"]["seed"]), f"{p['passed']:,}", _minutes(p["seconds"]), ended,
                      str(len(p["failures"])), *(str(o.get(k, 0)) for k in head[6:10]), str(p["discarded"]),
                      _stock_cell(p["notes"])])
