@@ -46,7 +46,7 @@ from .dynamo import precompile_caching  # noqa: F401  (whether torch's precompil
 
 __all__ = [
     "funcol", "Unsupported", "InternalTorchDynamoError", "RestartAnalysis",
-    "reset_dynamo", "dynamo_counters", "graph_break_count", "graph_break_reasons", "compile_counter",
+    "reset_dynamo", "mark_dynamic", "dynamo_counters", "graph_break_count", "graph_break_reasons", "compile_counter",
     "lookup_backend", "current_compile_id", "op_namespace_and_name", "op_schema_args",
     "resolve_group_ranks", "tree_leaves", "fake_store", "init_fake_process_group",
     "compilation_metrics", "compilation_metrics_limit", "graph_break_logger", "duplicate_break_checker",
@@ -64,6 +64,11 @@ __all__ = [
 def reset_dynamo() -> None:
     """Drop every compiled frame and guard (``torch._dynamo.reset()``)."""
     torch._dynamo.reset()
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    """Mark ``dim`` of ``tensor`` dynamic for the next compile (``torch._dynamo.mark_dynamic``)."""
+    torch._dynamo.mark_dynamic(tensor, dim)
 
 
 def dynamo_counters() -> Any:

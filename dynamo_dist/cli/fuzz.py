@@ -7,11 +7,14 @@ call with B: right answer, recompile exactly when a folded answer differs),
 wild (anything generated: never an internal Dynamo error), dtensor
 (numerics and gradients on a spawned 2-rank gloo world), collectives
 (meshes of 1 to 4 dims over 8 or 16 ranks in a recording world: eager's
-collectives, group ranks and order, and layouts) and processes (compiled in one
+collectives, group ranks and order, and layouts), processes (compiled in one
 process, loaded from its caches in another in a perturbed state: the
-collectives eager runs there). --examples is per property; processes
-runs a fortieth of it (each example spawns processes that compile with
-inductor).
+collectives eager runs there) and stock (programs users write on a spawned
+2-rank gloo world, compiled with the plugin and with stock torch: never
+worse than stock). --examples is per property; processes runs a fortieth
+of it (each example spawns processes that compile with inductor).
+--json FILE saves the run whole (the command, date, machine, load, torch,
+and every property's outcome counts).
 Exit status: 0 when no property failed, 1 otherwise.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 from dynamo_dist.cli.arguments import positive_int
 
@@ -27,7 +31,7 @@ NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.pref
 
 # The properties --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
-PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes")
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes", "stock")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only this property (repeatable): {', '.join(PROPERTY_NAMES)}")
     parser.add_argument("--out", default="fuzz-failures", metavar="DIR",
                         help="where reproducer scripts are written (default ./fuzz-failures)")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="save the run whole as JSON (written after each property)")
 
 
 class _Display:
@@ -71,12 +77,27 @@ class _Display:
             self.stream.write("\n")
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command line that makes this run, as one would type it."""
+    parts = ["python -m dynamo_dist fuzz", f"--examples {args.examples}"]
+    if args.seed is not None:
+        parts.append(f"--seed {args.seed}")
+    parts += [f"--property {p}" for p in args.property or ()]
+    if args.out != "fuzz-failures":
+        parts.append(f"--out {args.out}")
+    if args.json:
+        parts.append(f"--json {args.json}")
+    return " ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     import dynamo_dist
+    from dynamo_dist.fuzzing import report as saved
     from dynamo_dist.fuzzing.driver import run_property
     from dynamo_dist.fuzzing.properties import PROPERTIES
 
     names = args.property or list(PROPERTIES)
+    result = saved.start(_command(args), args.seed, args.examples)
     print(f"dynamo_dist fuzz: {', '.join(names)}; {args.examples} examples per property; "
           f"seed {args.seed if args.seed is not None else 'random'}; reproducers in {args.out}/")
     total_start = time.monotonic()
@@ -88,9 +109,18 @@ def run(args: argparse.Namespace) -> int:
             display = _Display()
             report = run_property(prop, examples=target, seed=args.seed, out_dir=args.out, progress=display)
             display.done()
+            if args.json:  # saved first: what is printed below cannot lose the run
+                saved.add(result, report, target)
+                saved.finish(result, time.monotonic() - total_start)
+                saved.write(args.json, result)
             status = "interrupted" if report.interrupted else ("FAILED" if report.failures else "ok")
             print(f"{name}: {status}: {report.passed} examples passed, {report.invalid} discarded, "
                   f"{len(report.failures)} distinct failures, {report.seconds:.0f}s")
+            if set(report.outcomes) - {"passed", "discarded", "failed"}:  # a property with finer outcomes
+                for outcome, n in report.outcomes.most_common():
+                    print(f"  {n} {outcome}")
+                    for note, k in report.notes.get(outcome, Counter()).most_common(5):
+                        print(f"      {k} x {note[:150]}")
             for failure in report.failures:
                 first = failure.error.strip().splitlines()[0] if failure.error.strip() else "?"
                 where = f" -> {failure.reproducer}" if failure.reproducer else ""
@@ -99,4 +129,6 @@ def run(args: argparse.Namespace) -> int:
             if report.interrupted:
                 break
     print(f"total {time.monotonic() - total_start:.0f}s")
+    if args.json:
+        print(f"saved to {args.json}")
     return 1 if failed else 0

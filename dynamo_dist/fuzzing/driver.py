@@ -8,6 +8,7 @@ writes each shrunk failure to ``D`` as a standalone script
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 import traceback
@@ -35,8 +36,18 @@ class Failure:
     reproducer: Path | None = None
 
 
+# The outcome of a check call that returns nothing, that rejects its example,
+# and that fails.
+PASSED, INVALID, FAILED = "passed", "discarded", "failed"
+
+
 @dataclass
 class PropertyReport:
+    """``outcomes``: every check call's outcome (shrinking included): what
+    the check returned (a property with finer outcomes, ``stock``'s), else
+    ``PASSED``; ``INVALID`` or ``FAILED``. ``notes``: per outcome, the
+    notes the check returned with it (``stock``: stock's failure), counted."""
+
     name: str
     calls: int = 0  # check calls, shrinking included
     passed: int = 0
@@ -44,6 +55,16 @@ class PropertyReport:
     seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
     interrupted: bool = False
+    outcomes: collections.Counter = field(default_factory=collections.Counter)
+    notes: dict[str, collections.Counter] = field(default_factory=dict)
+
+    def record(self, outcome: Any) -> None:
+        """Count what a check returned: None, an outcome, or ``(outcome, note)``."""
+        outcome, note = outcome if isinstance(outcome, tuple) else (outcome, None)
+        outcome = outcome or PASSED
+        self.outcomes[outcome] += 1
+        if note:
+            self.notes.setdefault(outcome, collections.Counter())[note] += 1
 
 
 Progress = Callable[[PropertyReport, int], None]
@@ -82,15 +103,18 @@ def run_property(
     def test(example: Any) -> None:
         report.calls += 1
         try:
-            check(example)
+            outcome = check(example)
         except InvalidExample:
             report.invalid += 1
+            report.record(INVALID)
             reject()
         except BaseException as e:
+            report.record(FAILED)
             setattr(e, _EXAMPLE_ATTR, example)
             raise
         else:
             report.passed += 1
+            report.record(outcome)
         finally:
             if progress:
                 progress(report, examples)

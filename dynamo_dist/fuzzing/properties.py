@@ -29,6 +29,11 @@ Properties:
   every process's compiled programs run exactly the collectives eager runs
   there (kind and group ranks), or B missed and compiled anew (see
   ``processes``).
+- ``stock``: programs users write (``user_programs``) on a real 2-rank gloo
+  world, compiled with the plugin and with stock torch (``aot_eager``,
+  ``fullgraph=False``): where stock compiles a program like eager, the
+  plugin does too, with no more graph breaks and no more compiled frames
+  (see ``stock``).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..worlds import GlooPool, make_mesh
 from ..worlds.recording import recording_world
-from . import processes, strategies
+from . import processes, stock, strategies
 from .oracle import _call, _is_internal, assert_compiles_like_eager
 from .oracle import data_dependent as _data_dependent
 from .oracle import one_rank as _one_rank
@@ -62,6 +67,7 @@ from .specs import (  # noqa: F401
     GuardExample,
     ProcessesExample,
     QueryExample,
+    StockExample,
     WorldObjects,
     mesh_key,
     placement_key,
@@ -373,6 +379,59 @@ def _gradient(result: Any, d: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------
+# stock (stock torch as a second oracle, on a 2-rank gloo world)
+
+
+def check_stock(example: StockExample) -> tuple[str, str | None]:
+    """On every rank of a real 2-rank gloo world, run the program eagerly,
+    then compiled with the plugin, then (in a second ``pool.run``) compiled
+    with stock torch (``stock.run_side``). Fails (``AssertionError``, both
+    sides on every rank described) when stock compiles it like eager and the
+    plugin does not, or breaks more, or compiles more frames
+    (``stock.judge``). Returns the example's outcome (one of
+    ``stock.OUTCOMES``) and, where stock fails, its failure in a few words.
+    A side that hangs (no answer from a rank within the pool's timeout) fails
+    on that side. Uses the pool of an enclosing ``gloo_pool()`` block, else
+    spawns a world for this one example."""
+    if _ACTIVE_POOL is None:
+        with gloo_pool() as pool:
+            return _check_stock_on(pool, example)
+    return _check_stock_on(_ACTIVE_POOL, example)
+
+
+def _check_stock_on(pool: Any, example: StockExample) -> tuple[str, str | None]:
+    sides = stock_sides(pool, example)
+    outcome, _ = stock.judge(sides["stock"], sides["plugin"])
+    return outcome, stock.stock_note(sides["stock"])
+
+
+def stock_sides(pool: Any, example: StockExample) -> dict[str, list[dict[str, Any]]]:
+    """Each side's run of ``example`` on every rank of ``pool``'s world
+    (``stock.run_side``); raises ``InvalidExample`` where eager raises."""
+    sides: dict[str, list[dict[str, Any]]] = {}
+    hung = []
+    for side in stock.SIDES:
+        timeout, pool.timeout = pool.timeout, min(pool.timeout, stock.SIDE_TIMEOUT)
+        try:
+            results = pool.run(stock.run_side, example, side)
+        except TimeoutError as e:  # the pool killed the world; the next call spawns a fresh one
+            hung.append(f"{side}: {e}")
+            results = [{"error": f"hung: {e}", "breaks": 0, "frames": 0}] * pool.world_size
+        finally:
+            pool.timeout = timeout
+        invalid = [r["invalid"] for r in results if "invalid" in r]
+        if invalid:
+            raise InvalidExample(invalid[0])
+        sides[side] = results
+    if len(hung) == len(stock.SIDES):
+        # Each side runs eager first: a program that hangs whatever compiles it
+        # (eager's own collectives never meet) has nothing to judge by. Counted
+        # among the discarded, never passed.
+        raise InvalidExample("no side answered: " + "; ".join(hung))
+    return sides
+
+
+# ---------------------------------------------------------------------------
 # collectives (a recording world)
 
 
@@ -492,5 +551,9 @@ PROPERTIES: dict[str, Property] = {
         # a few per fuzz run, and no CI profile (tests/spawned/test_fuzz_processes.py checks fixed examples).
         Property("processes", "compiled in process A, loaded in a perturbed process B: eager's collectives in B",
                  _strategy("processes_examples"), f"{_HERE}:check_processes", ci_examples=0, long_share=0.025),
+        # Each example runs eagerly and compiles twice (plugin and stock) on one spawned
+        # 2-rank world, a few seconds on 2 cores: a few per CI run.
+        Property("stock", "programs users write on a 2-rank gloo world: never worse than stock torch.compile",
+                 _strategy("stock_examples"), f"{_HERE}:check_stock", ci_examples=8, gloo=True),
     ]
 }

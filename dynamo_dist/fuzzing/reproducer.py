@@ -33,6 +33,7 @@ from dynamo_dist.fuzzing.specs import (
     Program,
     QueryExample,
     QueryInputs,
+    StockExample,
     TaggedShard,
     World,
 )

@@ -131,6 +131,9 @@ import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard, _StridedShard
+from torch.distributed.tensor.experimental import implicit_replication
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                               SequenceParallel, loss_parallel, parallelize_module)
 """
 
 
@@ -370,6 +373,38 @@ class ProcessesExample:
     compile: ProcessState
     loads: tuple[ProcessState, ...]
     precompile: bool = False
+
+
+@dataclass(frozen=True)
+class StockExample:
+    """A program users write (``user_programs``: ``f(x, mesh)``, or
+    ``f(x, mesh, model)`` with the ``model_of(mesh)`` its source defines),
+    run eagerly, compiled with the plugin and compiled with stock torch
+    (``aot_eager``, ``fullgraph=False``) on every rank of a real 2-rank gloo
+    world. ``x`` is a plain local tensor of ``shape`` on the first call (its
+    values from ``seed`` and the rank); each of ``lengths`` is one more call
+    with dim ``vary`` of that size. ``dynamic``: how changing sizes compile
+    (``"auto"``: torch's automatic dynamic shapes; ``"mark_dynamic"``: dim
+    ``vary`` marked dynamic on every call; ``"dynamic=True"``: compiled with
+    it). ``requires_grad``: ``x`` requires grad, and the gradients (of ``x``
+    and the model's parameters) are compared too."""
+
+    mesh: MeshSpec
+    program: Program
+    shape: tuple[int, ...]
+    lengths: tuple[int, ...] = ()
+    vary: int = 0
+    dynamic: str = "auto"
+    requires_grad: bool = True
+    seed: int = 0
+
+    def call_shapes(self) -> list[tuple[int, ...]]:
+        """The input's shape on each call."""
+        return [self.shape] + [self.shape[:self.vary] + (n,) + self.shape[self.vary + 1:] for n in self.lengths]
+
+
+# The ways changing sizes compile (``StockExample.dynamic``).
+DYNAMIC_MODES: tuple[str, ...] = ("auto", "mark_dynamic", "dynamic=True")
 
 
 # ---------------------------------------------------------------------------

@@ -15,8 +15,13 @@ be printed, shrunk and written into a standalone reproducer.
 - ``query_inputs(world)``: the arguments of a query program;
   ``programs(world, inputs)``: a generated query program (source code);
   ``dtensor_programs(spec)``: a generated DTensor program.
-- ``query_examples()``, ``guard_examples()``, ``dtensor_examples()``: whole
-  examples for the properties in ``dynamo_dist.fuzzing.properties``;
+- ``user_programs(mesh, ndim)``: a generated program of the kind users
+  write (``from_local`` of plain tensors, graph breaks between DTensor ops,
+  ``loss_parallel`` / ``implicit_replication`` regions, torch.distributed
+  calls, a ``parallelize_module`` model).
+- ``query_examples()``, ``guard_examples()``, ``dtensor_examples()``,
+  ``stock_examples()``: whole examples for the properties in
+  ``dynamo_dist.fuzzing.properties``;
   ``processes_examples()`` (the fuzzer's own, not exported): programs
   compiled in one process and loaded in others, each in its own state.
 
@@ -41,10 +46,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from . import programs as _programs
+from . import user_programs as _users
 from . import values as _values
 from .specs import (
     DTENSOR_OPS,
     REDUCE_OPS,
+    DYNAMIC_MODES,
     CollectivesExample,
     DTensorExample,
     DTensorSpec,
@@ -57,6 +64,7 @@ from .specs import (
     Program,
     QueryExample,
     QueryInputs,
+    StockExample,
     TaggedShard,
     World,
     compilable_dtensor_ops,
@@ -76,6 +84,8 @@ __all__ = [
     "guard_examples",
     "dtensor_examples",
     "collectives_examples",
+    "user_programs",
+    "stock_examples",
     "CI_PROFILE",
     "LONG_PROFILE",
     "register_profiles",
@@ -589,3 +599,86 @@ def processes_examples(draw: Any, max_programs: int = 3, max_loads: int = 2) -> 
     compile_state = draw(_process_state(mesh))
     loads = tuple(draw(st.lists(_process_state(mesh, compile_state), min_size=1, max_size=max_loads)))
     return ProcessesExample(tensor, programs, compile_state, loads, precompile=draw(st.booleans()))
+
+
+# ---------------------------------------------------------------------------
+# The stock property's examples: programs users write (``user_programs``).
+
+
+def _check_names(name: str, value: Any, table: Iterable[str]) -> None:
+    """A non-empty tuple or list of names of ``table``."""
+    _check_choices(name, value, tuple(table))
+
+
+def user_programs(mesh: MeshSpec, ndim: int, *, max_statements: int = 5,
+                  statements: tuple[str, ...] = _users.STATEMENTS,
+                  dist_calls: tuple[str, ...] = tuple(_users.DIST_CALLS),
+                  model: str | None = None) -> st.SearchStrategy[Program]:
+    """A program users write, ``f(x, mesh)`` for an ``ndim``-D plain local
+    tensor ``x`` (0 to 3 dims) on ``mesh`` (one of the 2-rank meshes of
+    ``user_programs.MESHES``): 1 to ``max_statements`` (>= 1) of
+    ``statements`` (a non-empty tuple or list of ``user_programs.STATEMENTS``:
+    math, ``DTensor.from_local`` with every placement kind and ``run_check``
+    both ways, ``distribute_tensor``, redistributes (``async_op`` too),
+    ``to_local``, ``full_tensor``, sums, transposes, folded queries,
+    ``torch._dynamo.graph_break()``, ``implicit_replication()`` and
+    ``loss_parallel()`` regions, torch.distributed calls), the calls drawn from
+    ``dist_calls`` (a non-empty tuple or list of ``user_programs.DIST_CALLS``'
+    names). With ``model`` (a name of ``user_programs.MODELS``, for an input
+    whose last dim is ``user_programs.HIDDEN`` and ``ndim`` among the
+    recipe's), ``f(x, mesh, model)`` calls a ``parallelize_module`` model
+    first, and the source defines ``model_of(mesh)``."""
+    if not isinstance(mesh, MeshSpec) or mesh not in _users.MESHES:
+        raise InvalidArgument(f"mesh={mesh!r} must be one of {_users.MESHES}")
+    _check_integer("ndim", ndim, 0, 3)
+    _check_integer("max_statements", max_statements, 1)
+    _check_names("statements", statements, _users.STATEMENTS)
+    _check_names("dist_calls", dist_calls, _users.DIST_CALLS)
+    if model is not None:
+        if model not in _users.MODELS:
+            raise InvalidArgument(f"model={model!r} must be None or one of {tuple(_users.MODELS)}")
+        if ndim not in _users.MODELS[model][1]:
+            raise InvalidArgument(f"ndim={ndim!r} must be one of {_users.MODELS[model][1]} for model={model!r}")
+    return _users.user_programs(mesh, ndim, max_statements=max_statements, statements=tuple(statements),
+                                dist_calls=tuple(dist_calls), model=model)
+
+
+def stock_examples(*, max_statements: int = 5, max_calls: int = 3, models: bool = True,
+                   statements: tuple[str, ...] = _users.STATEMENTS,
+                   dist_calls: tuple[str, ...] = tuple(_users.DIST_CALLS),
+                   dynamic: tuple[str, ...] = DYNAMIC_MODES) -> st.SearchStrategy[StockExample]:
+    """An example of the ``stock`` property: a 2-rank mesh, a program of
+    ``user_programs(...)`` (``max_statements``, ``statements``, ``dist_calls``
+    as there; with ``models``, a third of the programs call a
+    ``parallelize_module`` model), a local input of 1 to 3 dims of sizes 2 to
+    5, called 1 to ``max_calls`` times (1 to 4) with one dim's size changing
+    (2 to 8), compiled as ``dynamic`` says (a non-empty tuple or list of
+    ``specs.DYNAMIC_MODES``), the input requiring grad three times in four."""
+    _check_integer("max_statements", max_statements, 1)
+    _check_integer("max_calls", max_calls, 1, 4)
+    _check_bool("models", models)
+    _check_names("statements", statements, _users.STATEMENTS)
+    _check_names("dist_calls", dist_calls, _users.DIST_CALLS)
+    _check_names("dynamic", dynamic, DYNAMIC_MODES)
+    return _stock_examples(max_statements, max_calls, models, tuple(statements), tuple(dist_calls), tuple(dynamic))
+
+
+@st.composite
+def _stock_examples(draw: Any, max_statements: int, max_calls: int, models: bool, statements: tuple[str, ...],
+                    dist_calls: tuple[str, ...], dynamic: tuple[str, ...]) -> StockExample:
+    mesh = draw(st.sampled_from(_users.MESHES))
+    model = draw(st.sampled_from(list(_users.MODELS))) if models and draw(st.integers(0, 2)) == 0 else None
+    if model is None:
+        ndim = draw(st.integers(1, 3))
+        shape = tuple(draw(st.lists(st.integers(2, 5), min_size=ndim, max_size=ndim)))
+        vary = draw(st.integers(0, ndim - 1))
+    else:
+        ndim = draw(st.sampled_from(_users.MODELS[model][1]))
+        shape = (*draw(st.lists(st.integers(2, 5), min_size=ndim - 1, max_size=ndim - 1)), _users.HIDDEN)
+        vary = draw(st.integers(0, ndim - 2))  # never the hidden dim
+    lengths = tuple(draw(st.lists(st.integers(2, 8), max_size=max_calls - 1)))
+    requires_grad = draw(st.integers(0, 3)) > 0
+    seed = draw(st.integers(0, 2**16))
+    program = draw(_users.user_programs(mesh, ndim, max_statements=max_statements, statements=statements,
+                                        dist_calls=dist_calls, model=model, seed=seed, grad=requires_grad))
+    return StockExample(mesh, program, shape, lengths, vary, draw(st.sampled_from(dynamic)), requires_grad, seed)

@@ -24,6 +24,7 @@ from dynamo_dist.fuzzing.properties import (
     check_escapes,
     check_guards,
     check_query,
+    check_stock,
     check_wild,
     gloo_pool,
 )
@@ -82,6 +83,15 @@ def gloo2():
 def test_dtensor_numerics_on_two_gloo_ranks(gloo2, example):
     try:
         check_dtensor(example)
+    except InvalidExample:
+        reject()
+
+
+@ci("stock")
+@given(example=S.stock_examples())
+def test_programs_users_write_compile_no_worse_than_stock_on_two_gloo_ranks(gloo2, example):
+    try:
+        check_stock(example)
     except InvalidExample:
         reject()
 

@@ -92,6 +92,19 @@ INVALID = [
     (lambda: S.collectives_examples(ops=("nope",)), "ops", "non-empty tuple or list of items from"),
     (lambda: S.collectives_examples(strided=2), "strided", "True or False or None"),
     (lambda: S.collectives_examples(max_mesh_ndim=0), "max_mesh_ndim", "integer from"),
+    # user_programs
+    (lambda: S.user_programs(MeshSpec((4,)), 2), "mesh", "one of"),
+    (lambda: S.user_programs(MeshSpec((2,)), 4), "ndim", "integer from 0 to 3"),
+    (lambda: S.user_programs(MeshSpec((2,)), 2, max_statements=0), "max_statements", "integer >= 1"),
+    (lambda: S.user_programs(MeshSpec((2,)), 2, statements=("nope",)), "statements",
+     "non-empty tuple or list of items from"),
+    (lambda: S.user_programs(MeshSpec((2,)), 2, dist_calls=()), "dist_calls", "non-empty tuple or list"),
+    (lambda: S.user_programs(MeshSpec((2,)), 2, model="nope"), "model", "None or one of"),
+    (lambda: S.user_programs(MeshSpec((2,)), 1, model="tensor-parallel MLP"), "ndim", r"one of \(2, 3\)"),
+    # stock_examples
+    (lambda: S.stock_examples(max_calls=5), "max_calls", "integer from 1 to 4"),
+    (lambda: S.stock_examples(models=1), "models", "True or False"),
+    (lambda: S.stock_examples(dynamic=("never",)), "dynamic", "non-empty tuple or list of items from"),
 ]
 
 
@@ -126,6 +139,11 @@ def test_good_arguments_draw_what_the_docstrings_say():
     assert find(S.dtensor_examples(backward=True), lambda e: e.spec.dtype.is_floating_point).backward
     assert not find(S.dtensor_examples(backward=True), lambda e: not e.spec.dtype.is_floating_point).backward
     assert find(S.collectives_examples((16,)), lambda e: e.spec.mesh.ndim == 4).world.size == 16
+    model = find(S.user_programs(MeshSpec((2,), ("tp",)), 3, model="sequence-parallel block"), lambda p: True)
+    assert "def model_of(mesh):" in model.source and "SequenceParallel()" in model.source
+    assert "dist.barrier" in find(S.user_programs(MeshSpec((2,)), 1, statements=("dist",),
+                                                  dist_calls=("dist.barrier",)), lambda p: True).source
+    assert find(S.stock_examples(dynamic=["mark_dynamic"]), lambda e: len(e.lengths) == 2).dynamic == "mark_dynamic"
 
 
 def test_each_generated_view_makes_the_shape_the_program_assumes():
