@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = results.Run(results.command_line(MODULE, words),
                       {"rows": list(args.rows), "steps": args.steps, "sides": list(args.sides),
-                       "timeout": args.timeout})
+                       "layouts": list(args.layouts), "timeout": args.timeout})
     rows = []
     for name in args.rows:
         reason = warm_clients.skip_reason(name)
