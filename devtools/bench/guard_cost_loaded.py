@@ -199,7 +199,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 MODULE = "devtools.bench.guard_cost_loaded"
-# The fields of a saved result beside its meta (devtools.results).
+# The fields of a saved result beside its meta (dynamo_dist.cli.results).
 FIELDS = ("repeats", "calls", "samples", "first", "rows")
 
 
@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from devtools import results
+    from dynamo_dist.cli import results
 
     words = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(words)

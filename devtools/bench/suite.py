@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 import dynamo_dist
-from devtools import results
+from dynamo_dist.cli import results
 
 from . import _timing as T
 from . import (compile_once, compile_once_scale, compile_time, demo, guard_cost, planner, recompiles, scale,

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                            quiet=args.quiet)
     print(report.text(result))
     if args.json and not args.from_json:
-        from devtools import results
+        from dynamo_dist.cli import results
 
         results.write(args.json, result)
     if args.write_doc:

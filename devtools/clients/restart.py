@@ -180,7 +180,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 MODULE = "devtools.clients.restart"
-# The fields of a saved result beside its meta (devtools.results).
+# The fields of a saved result beside its meta (dynamo_dist.cli.results).
 FIELDS = ("rows",)
 
 
@@ -200,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from devtools import results
+    from dynamo_dist.cli import results
 
     words = sys.argv[1:] if argv is None else argv
     cli = parser()

@@ -92,12 +92,14 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import dynamo_dist
+    from dynamo_dist.cli import results
     from dynamo_dist.fuzzing import report as saved
     from dynamo_dist.fuzzing.driver import run_property
     from dynamo_dist.fuzzing.properties import PROPERTIES
 
     names = args.property or list(PROPERTIES)
-    result = saved.start(_command(args), args.seed, args.examples)
+    run_ = results.Run(_command(args), {"examples": args.examples, "seed": args.seed, "property": args.property})
+    properties: dict = {}
     print(f"dynamo_dist fuzz: {', '.join(names)}; {args.examples} examples per property; "
           f"seed {args.seed if args.seed is not None else 'random'}; reproducers in {args.out}/")
     total_start = time.monotonic()
@@ -110,9 +112,8 @@ def run(args: argparse.Namespace) -> int:
             report = run_property(prop, examples=target, seed=args.seed, out_dir=args.out, progress=display)
             display.done()
             if args.json:  # saved first: what is printed below cannot lose the run
-                saved.add(result, report, target)
-                saved.finish(result, time.monotonic() - total_start)
-                saved.write(args.json, result)
+                saved.add(properties, report, target)
+                results.write(args.json, run_.result({"properties": properties}))
             status = "interrupted" if report.interrupted else ("FAILED" if report.failures else "ok")
             print(f"{name}: {status}: {report.passed} examples passed, {report.invalid} discarded, "
                   f"{len(report.failures)} distinct failures, {report.seconds:.0f}s")

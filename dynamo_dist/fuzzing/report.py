@@ -10,49 +10,21 @@ that the page holds exactly that).
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
-import platform
 import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 
-import dynamo_dist
 
 from . import stock
 
 MARKER = "fuzz-long"
 
 
-def machine() -> dict[str, Any]:
-    """What the run was taken on (the load average is read again at the end)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    info: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
-                            "python": platform.python_version(), "torch": torch.__version__}
-    if hasattr(os, "getloadavg"):
-        info["load_average_start"] = [round(v, 2) for v in os.getloadavg()]
-    return info
-
-
-def start(command: str, seed: int | None, examples: int) -> dict[str, Any]:
-    """A run's result before its properties have run: its ``meta``."""
-    return {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                     "command": command, "dynamo_dist": dynamo_dist.__version__, "machine": machine(),
-                     "seed": seed, "examples": examples},
-            "properties": {}}
-
-
-def add(result: dict[str, Any], report: Any, target: int) -> None:
+def add(properties: dict[str, Any], report: Any, target: int) -> None:
     """Add one property's ``driver.PropertyReport`` (``target`` examples asked for)."""
-    result["properties"][report.name] = {
+    properties[report.name] = {
         "status": "interrupted" if report.interrupted else ("failed" if report.failures else "ok"),
         "examples": target, "passed": report.passed, "discarded": report.invalid, "calls": report.calls,
         "seconds": round(report.seconds, 1),
@@ -61,18 +33,6 @@ def add(result: dict[str, Any], report: Any, target: int) -> None:
         "failures": [{"error": f.error[:4000], "reproducer": str(f.reproducer) if f.reproducer else None}
                      for f in report.failures],
     }
-
-
-def finish(result: dict[str, Any], seconds: float) -> None:
-    result["meta"]["seconds"] = round(seconds, 1)
-    if hasattr(os, "getloadavg"):
-        result["meta"]["machine"]["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
-
-
-def write(path: str | Path, result: dict[str, Any]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
 
 
 # ---------------------------------------------------------------------------
@@ -114,7 +74,7 @@ def table(results: list[dict[str, Any]], prop: str = "stock") -> str:
         o = p["outcomes"]
         ended = {"interrupted": "at its time limit", "ok": "all examples",
                  "failed": "at its first failure (shrunk)"}.get(p["status"], p["status"])
-        rows.append([_release(r), str(r["meta"]["seed"]), f"{p['passed']:,}", _minutes(p["seconds"]), ended,
+        rows.append([_release(r), str(r["meta"]["config"]["seed"]), f"{p['passed']:,}", _minutes(p["seconds"]), ended,
                      str(len(p["failures"])), *(str(o.get(k, 0)) for k in head[6:10]), str(p["discarded"]),
                      _stock_cell(p["notes"])])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]

@@ -1,7 +1,7 @@
 """Every saved result (``benchmarks/results/*.json``) was written whole by the
 command its ``meta.command`` names: that command parses with the tool's
 current options and names the file as its ``--json`` output, the meta is the
-one writer's (``devtools.results``: date, machine, load average, torch, the
+one writer's (``dynamo_dist.cli.results``: date, machine, load average, torch, the
 run's settings), the settings are those the command runs, and the fields
 beside the meta are those the tool writes."""
 
@@ -40,7 +40,7 @@ def test_there_are_results():
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
 def test_meta_is_the_one_writers(path):
-    from devtools import results
+    from dynamo_dist.cli import results
 
     meta = _load(path)["meta"]
     assert tuple(meta) == results.META_FIELDS, sorted(meta)
@@ -96,17 +96,30 @@ def _standalone_case(path: Path, words: list[str]) -> None:
     assert saved == {k: v for k, v in options.items() if k not in newer}
 
 
+def _fuzz_case(path: Path, words: list[str]) -> None:
+    from dynamo_dist.cli import COMMANDS, DESCRIPTION, PROG, build_parser
+
+    args = build_parser(COMMANDS, PROG, DESCRIPTION).parse_args(words[1:])
+    assert args.command == "fuzz" and args.json == str(path.relative_to(ROOT)), (args.json, path)
+    result = _load(path)
+    assert set(result) == {"meta", "properties"}
+    assert result["meta"]["config"] == {"examples": args.examples, "seed": args.seed, "property": args.property}
+    assert set(result["properties"]) == set(args.property or result["properties"])
+
+
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
 def test_command_names_the_file_and_its_fields_are_the_tools(path, monkeypatch):
     words = _command(path)
-    if words[0] in STANDALONE:
+    if words[0] == "dynamo_dist":
+        _fuzz_case(path, words)
+    elif words[0] in STANDALONE:
         _standalone_case(path, words)
     else:
         _suite_case(path, words, monkeypatch)
 
 
 def test_the_one_writer_refuses_a_result_without_its_meta(tmp_path):
-    from devtools import results
+    from dynamo_dist.cli import results
 
     with pytest.raises(ValueError, match="lacks"):
         results.write(str(tmp_path / "x.json"), {"meta": {"date": "today"}, "rows": []})

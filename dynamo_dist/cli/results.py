@@ -1,9 +1,10 @@
 """The one writer of the saved results (``benchmarks/results/*.json``).
 
-Every tool that saves a result (``python -m devtools bench``,
-``python -m devtools.bench.guard_cost_loaded``, ``python -m
-devtools.bench.precompile``, ``python -m devtools.clients.restart``) stamps
-it here and writes it here, whole, in one format::
+Every tool that saves a result (``python -m dynamo_dist fuzz --json``, and
+the checkout's ``python -m devtools bench``, ``python -m
+devtools.bench.guard_cost_loaded``, ``python -m devtools.bench.precompile``,
+``python -m devtools.clients.restart``) stamps it here and writes it here,
+whole, in one format::
 
     {"meta": {"date", "command", "dynamo_dist", "machine": {...}, "config", "seconds"}, ...the tool's fields}
 
@@ -84,10 +85,10 @@ class Run:
         }
 
     def finish(self) -> dict[str, Any]:
-        """The meta, with the load average at the end and the run's seconds."""
-        if "seconds" not in self.meta:
-            self.meta["machine"]["load_average_end"] = load_average()
-            self.meta["seconds"] = round(time.perf_counter() - self._start, 1)
+        """The meta, with the load average and the seconds so far (a run
+        written after each of its parts is finished again each time)."""
+        self.meta["machine"]["load_average_end"] = load_average()
+        self.meta["seconds"] = round(time.perf_counter() - self._start, 1)
         return self.meta
 
     def result(self, fields: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +103,7 @@ def write(path: str, result: dict[str, Any]) -> None:
     missing = [k for k in META_FIELDS if k not in result.get("meta", {})]
     if missing:
         raise ValueError(f"{path}: a result's meta lacks {missing}")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.partial"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=1)
