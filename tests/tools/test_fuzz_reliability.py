@@ -31,7 +31,7 @@ def test_each_run_was_written_by_the_command_it_names():
         meta = run["meta"]
         assert meta["command"].startswith("python -m dynamo_dist fuzz "), meta["command"]
         assert f"--json benchmarks/results/{path.name}" in meta["command"]
-        assert "--property stock" in meta["command"] and f"--seed {meta['seed']}" in meta["command"]
+        assert "--property stock" in meta["command"] and f"--seed {meta['config']['seed']}" in meta["command"]
         assert path.name == f"fuzz_stock_{meta['machine']['torch'].split('+')[0]}.json"
         for key in ("date", "machine", "seconds"):
             assert key in meta
