@@ -49,13 +49,20 @@ def _rank_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, ar
         out.put((rank, False, traceback.format_exc()))
 
 
-def run_in_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
-                      backend: str = "gloo") -> list[Any]:
-    """``fn(*args)`` on each rank (a module-level, picklable function); returns
-    the per-rank results in rank order, or raises with the failing rank's
-    traceback. ``backend="nccl"`` runs an NCCL world instead, rank ``r`` on
-    GPU ``r`` (set as the current device before ``fn`` runs)."""
-    ctx = mp.get_context("spawn")
+# A free port is picked, closed, then bound again by rank 0's store: another
+# process on the machine may take it in between (parallel test workers do).
+# The world is then started again on another port, up to this many times.
+_PORT_ATTEMPTS = 3
+
+
+def _port_taken(value: str) -> bool:
+    return "EADDRINUSE" in value and "init_process_group" in value
+
+
+def _run_once(ctx: Any, fn: Callable[..., Any], world_size: int, args: tuple, timeout: float, backend: str,
+              last: bool) -> dict[int, Any] | None:
+    """One start of the world on a fresh port: the per-rank results, or None
+    when rank 0 found the port taken (and this is not the last attempt)."""
     out = ctx.Queue()
     port = _free_port()
     procs = [
@@ -65,15 +72,35 @@ def run_in_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: f
     for p in procs:
         p.start()
     results: dict[int, Any] = {}
+    taken = False
     try:
         for _ in range(world_size):
             rank, ok, value = out.get(timeout=timeout)
             if not ok:
+                if not last and not results and _port_taken(value):
+                    taken = True
+                    return None
                 raise RuntimeError(f"rank {rank} failed:\n{value}")
             results[rank] = value
     finally:
         for p in procs:
+            if taken:
+                p.kill()  # the others wait to reach a store that is not theirs
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
+    return results
+
+
+def run_in_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
+                      backend: str = "gloo") -> list[Any]:
+    """``fn(*args)`` on each rank (a module-level, picklable function); returns
+    the per-rank results in rank order, or raises with the failing rank's
+    traceback. ``backend="nccl"`` runs an NCCL world instead, rank ``r`` on
+    GPU ``r`` (set as the current device before ``fn`` runs)."""
+    ctx = mp.get_context("spawn")
+    for attempt in range(_PORT_ATTEMPTS):
+        results = _run_once(ctx, fn, world_size, args, timeout, backend, last=attempt == _PORT_ATTEMPTS - 1)
+        if results is not None:
+            break
     return [results[r] for r in range(world_size)]
