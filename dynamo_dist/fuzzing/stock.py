@@ -8,14 +8,16 @@ the plugin installed, or with stock torch (``dynamo_dist.uninstall()``, which
 restores stock exactly; ``torch._dynamo.reset()`` before each side). A side
 is ``like eager`` when every call returns eager's result (values, placements,
 mesh, whether it requires grad) and eager's gradients, and raises nothing;
-its graph breaks and compiled frames (graphs, recompiles included) are
-counted. Each side runs in its own ``pool.run`` (``run_side``), so a side
+its graph breaks, compiled frames (graphs, recompiles included) and
+recompiles (graphs of a frame Dynamo had compiled before: a compile id
+``F/N`` with ``N > 0``) are counted. Each side runs in its own ``pool.run`` (``run_side``), so a side
 that hangs (a rank stuck in a collective) is that side's failure, and the
 other side runs in a fresh world.
 
 ``judge`` then says, per rank, what the example shows (``OUTCOMES``): the
 plugin is worse than stock (stock like eager and the plugin not, or more
-breaks or more frames than stock) is a failure; stock failing where the
+breaks, more recompiles, or as many breaks and more frames than stock) is a
+failure; stock failing where the
 plugin is like eager is the plugin's value, recorded; both failing is
 recorded too (the eager-oracle properties judge the plugin there).
 """
@@ -55,7 +57,7 @@ STOCK_FAILS = "stock fails, the plugin is like eager"
 BOTH_FAIL = "both fail"
 PLUGIN_FAILS = "the plugin fails, stock is like eager"
 MORE_BREAKS = "the plugin breaks more than stock"
-MORE_FRAMES = "the plugin compiles more frames than stock"
+MORE_FRAMES = "the plugin compiles more frames than stock"  # more recompiles, or more graphs at as many breaks
 OUTCOMES = (SAME, PLUGIN_BETTER, STOCK_FAILS, BOTH_FAIL, PLUGIN_FAILS, MORE_BREAKS, MORE_FRAMES)
 FAILURES = (PLUGIN_FAILS, MORE_BREAKS, MORE_FRAMES)
 
@@ -155,10 +157,26 @@ def _breaks() -> collections.Counter:
     return collections.Counter(O.dynamo_counters()["graph_break"])
 
 
+_COMPILE_ID = re.compile(r"(\d+)/(\d+)(?:_\d+)?\]?$")
+
+
+def _recompile(compile_id: str) -> bool:
+    """Whether a graph of ``compile_id`` (``[!A/]F/N[_attempt]``) is a
+    recompile: its frame ``F`` was compiled ``N > 0`` times before."""
+    found = _COMPILE_ID.search(compile_id.strip())
+    return found is not None and int(found.group(2)) > 0
+
+
 def _compiled(example: StockExample, program: _Program, mesh: Any, eager: list[Any]) -> dict[str, Any]:
     counter = O.compile_counter("aot_eager")
+    compile_ids: set[str] = set()
+
+    def backend(gm: Any, inputs: Any) -> Any:
+        compile_ids.add(O.current_compile_id())
+        return counter(gm, inputs)
+
     before = _breaks()
-    compiled = torch.compile(program.fn, backend=counter, dynamic=True if example.dynamic == "dynamic=True" else None)
+    compiled = torch.compile(program.fn, backend=backend, dynamic=True if example.dynamic == "dynamic=True" else None)
     model = program.model_of(mesh) if program.model_of is not None else None
     found: dict[str, Any] = {}
     for call, (want, want_grads) in enumerate(eager):
@@ -176,7 +194,8 @@ def _compiled(example: StockExample, program: _Program, mesh: Any, eager: list[A
             found["wrong"] = f"call {call}: {wrong}"
             break
     reasons = _breaks() - before
-    found.update(frames=counter.frame_count, breaks=sum(reasons.values()),
+    found.update(frames=counter.frame_count, recompiles=sum(map(_recompile, compile_ids)),
+                 breaks=sum(reasons.values()),
                  reasons=sorted(r.strip().splitlines()[0][:200] for r in reasons))
     return found
 
@@ -229,7 +248,11 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any]) -> str:
         return PLUGIN_FAILS
     if plugin["breaks"] > stock["breaks"]:
         return MORE_BREAKS
-    if plugin["frames"] > stock["frames"]:
+    # A break stock takes and the plugin does not can leave stock fewer graphs
+    # (both halves empty): more graphs count against the plugin only at as many
+    # breaks; more recompiles always do.
+    if plugin.get("recompiles", 0) > stock.get("recompiles", 0) or (
+            plugin["breaks"] == stock["breaks"] and plugin["frames"] > stock["frames"]):
         return MORE_FRAMES
     if (plugin["breaks"], plugin["frames"]) != (stock["breaks"], stock["frames"]):
         return PLUGIN_BETTER
@@ -238,7 +261,8 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any]) -> str:
 
 def _describe(side: dict[str, Any]) -> str:
     what = failure(side) or "like eager"
-    return (f"{what}; {side.get('breaks', '?')} breaks, {side.get('frames', '?')} frames"
+    return (f"{what}; {side.get('breaks', '?')} breaks, {side.get('frames', '?')} frames, "
+            f"{side.get('recompiles', '?')} recompiles"
             + (f"; breaks: {side['reasons']}" if side.get("reasons") else ""))
 
 

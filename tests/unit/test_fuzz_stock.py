@@ -103,7 +103,7 @@ def test_the_fault_fixture_is_undone():
     assert dtensor_variables._FUNCTION_HANDLERS["from_local"] is dtensor_variables._from_local
 
 
-BASE = {"breaks": 1, "frames": 2, "reasons": []}
+BASE = {"breaks": 1, "frames": 2, "recompiles": 0, "reasons": []}
 
 
 @pytest.mark.parametrize("stock_side,plugin_side,outcome", [
@@ -115,6 +115,9 @@ BASE = {"breaks": 1, "frames": 2, "reasons": []}
     (BASE, {**BASE, "error": "call 0: hung"}, stock.PLUGIN_FAILS),
     (BASE, {**BASE, "breaks": 2}, stock.MORE_BREAKS),
     (BASE, {**BASE, "frames": 3}, stock.MORE_FRAMES),
+    # Stock's breaks left it no graph; the plugin compiled the program whole (2.11.0, shrunk by the fuzz).
+    ({**BASE, "breaks": 6, "frames": 0}, {**BASE, "breaks": 0, "frames": 1}, stock.PLUGIN_BETTER),
+    (BASE, {**BASE, "breaks": 0, "frames": 3, "recompiles": 1}, stock.MORE_FRAMES),
 ])
 def test_each_rank_is_judged_stock_beside_plugin(stock_side, plugin_side, outcome):
     assert stock.rank_outcome(stock_side, plugin_side) == outcome
@@ -123,6 +126,12 @@ def test_each_rank_is_judged_stock_beside_plugin(stock_side, plugin_side, outcom
             stock.judge([BASE, stock_side], [BASE, plugin_side])
     else:
         assert stock.judge([BASE, stock_side], [BASE, plugin_side])[0] == outcome
+
+
+@pytest.mark.parametrize("compile_id,recompile", [
+    ("0/0", False), ("3/0_1", False), ("3/1", True), ("5/2_1", True), ("!0/4/0", False), ("!1/4/1", True)])
+def test_a_recompile_is_a_frames_later_compile(compile_id, recompile):
+    assert stock._recompile(compile_id) is recompile
 
 
 def test_an_example_is_its_worst_rank():
