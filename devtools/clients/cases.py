@@ -35,7 +35,9 @@ class TitanCase(_OnParallelism):
     """torchtitan's llama3 debugmodel (cut to ``n_layers`` blocks):
     ``parallelism`` a key of :data:`PARALLELISMS`, ``spmd_backend`` one of
     :data:`SPMD_BACKENDS`, ``ac`` its activation checkpointing (``selective``
-    is its trainer's default)."""
+    is its trainer's default), ``spmd_typechecking`` its
+    ``--debug.spmd_typechecking`` (spmd_types' checker in its global mode
+    around every step; ``spmd_types`` backend only)."""
 
     parallelism: str
     spmd_backend: str
@@ -44,11 +46,17 @@ class TitanCase(_OnParallelism):
     seq_len: int = 64
     local_batch_size: int = 2
     compile_loss: bool = True  # torchtitan compiles the model and the loss by default
+    spmd_typechecking: bool = False
 
+    def __post_init__(self) -> None:
+        if self.spmd_typechecking and self.spmd_backend != "spmd_types":
+            raise ValueError(f"spmd_typechecking=True needs spmd_backend='spmd_types', not {self.spmd_backend!r} "
+                             "(torchtitan checks SPMD types only on that backend)")
 
     @property
     def id(self) -> str:
-        return f"torchtitan-{self.parallelism}-{self.spmd_backend}-ac_{self.ac}"
+        checked = "-typechecked" if self.spmd_typechecking else ""
+        return f"torchtitan-{self.parallelism}-{self.spmd_backend}{checked}-ac_{self.ac}"
 
 
 @dataclass(frozen=True)

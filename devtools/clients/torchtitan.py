@@ -73,7 +73,7 @@ class Llama3Training(TitanTraining):
                                   compile_config=compile_config, ac_config=config.activation_checkpoint,
                                   dump_folder="")
         self.adopt(model, config, compile_config, init="init_weights")
-        self.context = titan_dist.get_spmd_context(parallel_dims=self.dims)
+        self.context = titan_dist.get_spmd_context(parallel_dims=self.dims, spmd_typechecking=case.spmd_typechecking)
 
     def prepare_inputs(self, inputs, labels):
         # As torchtitan's trainer prepares inputs for each backend (post_dataloading_process).
