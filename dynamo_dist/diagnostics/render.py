@@ -132,7 +132,8 @@ def _spmd(r: ExplainReport) -> list[str]:
     tensors = [(g, t) for g in graphs for t in (*g.spmd.inputs, *g.spmd.outputs)]
     axes = list(dict.fromkeys(a for _, t in tensors for a in t.types))
     specs = any(t.spec for _, t in tensors)
-    checkers = ", ".join(dict.fromkeys(f"{g.compile_id} {g.spmd.checker}" for g in graphs))
+    modes = {g.spmd.checker for g in graphs}  # one mode for all graphs, else each graph's
+    checkers = modes.pop() if len(modes) == 1 else ", ".join(f"{g.compile_id} {g.spmd.checker}" for g in graphs)
     out = ["", f"SPMD types (per mesh axis, as spmd_types' checker sees them; checker: {checkers})"]
     out += table(["graph", "tensor", "role", *axes] + ["PartitionSpec"] * specs,
                  [[g.compile_id, t.name, t.role, *(t.types.get(a, "-") for a in axes)] + [t.spec or "-"] * specs
