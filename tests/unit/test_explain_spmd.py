@@ -93,6 +93,28 @@ def test_each_spmd_call_with_its_collectives_at_the_users_line(tp_mesh):
     assert "code: r = spmd.all_reduce(y, \"tp\", src=spmd.P, dst=spmd.I)" in text
 
 
+def _scatter_gather(x, w):
+    r = spmd.reduce_scatter(torch.mm(x, w), "tp", src=spmd.P, dst=spmd.S(0))
+    return spmd.all_gather(r, "tp", src=spmd.S(0), dst=spmd.I).sum()
+
+
+@pytest.mark.skipif(READS_GRAD_FN, reason="spmd_types 0.3's collectives break the graph at `x.grad_fn` with grads")
+def test_a_backward_collective_is_the_call_whose_gradient_it_computes(tp_mesh):
+    from dynamo_dist.diagnostics.explain import explaining
+
+    with P.checker("local"), explaining() as session:
+        x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        spmd.assert_type(w, {tp_mesh: spmd.V})
+        torch.compile(_scatter_gather)(x, w).backward()
+    [graph] = session.report.graphs
+    line = inspect.getsourcelines(_scatter_gather)[1] + 1
+    calls = [(c.stage, c.function, c.line, [x.op for x in c.collectives]) for c in graph.spmd.calls]
+    assert calls == [("forward", "spmd.reduce_scatter", line, ["reduce_scatter_tensor"]),
+                     ("forward", "spmd.all_gather", line + 1, ["all_gather_into_tensor"]),
+                     ("backward", "spmd.reduce_scatter", line, ["all_gather_into_tensor"])]
+
+
 @pytest.mark.skipif(not READS_GRAD_FN, reason="spmd_types 0.2.3's collectives trace without a graph break")
 def test_a_break_inside_an_spmd_call_is_placed_at_the_users_line(tp_mesh):
     report, _ = _explain("local", tp_mesh, grad=True)  # 0.3's collectives read `x.grad_fn`
