@@ -21,7 +21,7 @@ import torch.fx
 
 from .. import _compat as C
 from .breaks import is_user_file
-from .graphs import Collective, collective_nodes
+from .graphs import collective_nodes
 from .guard_terms import strip_scope
 from .report import SpmdCall, SpmdGraph, SpmdTensor
 
@@ -121,7 +121,3 @@ def add_calls(graph: SpmdGraph | None, calls: list[SpmdCall], post_aot: bool) ->
     graph.calls.extend(calls)
     return graph
 
-
-def axis_of(graph: SpmdGraph, collective: Collective) -> str:
-    """The mesh axis a collective's group is, by name (else the group's name)."""
-    return graph.axes.get(collective.group or "", collective.group or "?")
