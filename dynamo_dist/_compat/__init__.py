@@ -170,6 +170,7 @@ from .dynamo import (  # noqa: F401
     module_source,
     is_deleted,
     pending_attribute,
+    pending_attributes_by_node,
     set_attribute,
     symbolic_value,
     top_mode_tracker,

@@ -1132,6 +1132,26 @@ def pending_attribute(tx: Any, vt: VariableTracker, name: str) -> tuple[bool, An
     return False, None
 
 
+def pending_attributes_by_node(tx: Any, names: tuple[str, ...]) -> dict[Any, dict[str, Any]]:
+    """The attributes in ``names`` set in this frame on traced tensors, by
+    the graph node of each tensor: node -> {name: value} (a deleted one is
+    absent; one whose value is not known while tracing is left out)."""
+    found: dict[Any, dict[str, Any]] = {}
+    mutations = getattr(tx.output.side_effects, "store_attr_mutations", {})
+    for vt, attrs in list(mutations.items()):
+        node = getattr(getattr(vt, "proxy", None), "node", None)
+        if node is None:
+            continue
+        for name in names:
+            value_vt = attrs.get(name)
+            if value_vt is None or isinstance(value_vt, DeletedVariable):
+                continue
+            value = known_value(value_vt)
+            if value is not NO_KNOWN_VALUE:
+                found.setdefault(node, {})[name] = value
+    return found
+
+
 def is_deleted(vt: Any) -> bool:
     return isinstance(vt, DeletedVariable)
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -410,3 +411,70 @@ def value_data(value: Any) -> tuple:
 
 def value_from_data(data: tuple) -> Any:
     return partition_spec_from_data(data[1]) if data[0] == "spec" else axis_from_data(data[1])
+
+
+# -- types as the user reads them (explain) ---------------------------------------
+
+def package_dir() -> str | None:
+    """The directory of the spmd_types the program imported (with a trailing
+    separator), or None while it has not imported it."""
+    file = getattr(sys.modules.get(PACKAGE), "__file__", None)
+    return os.path.dirname(os.path.abspath(file)) + os.sep if file else None
+
+
+def tensor_types(tensor: Any) -> tuple[Any, Any]:
+    """A real tensor's (local type, PartitionSpec) as the checker reads them
+    (None where absent)."""
+    attrs = getattr(tensor, "__dict__", {})
+    return attrs.get(LOCAL_TYPE_ATTR), attrs.get(PARTITION_SPEC_ATTR)
+
+
+def axis_names(state: State) -> dict[Any, str]:
+    """Each axis of the current mesh (``state``'s top entry) -> its name."""
+    entry = state.top_entry()
+    return {} if entry is None else {axis: name for name, axis in entry.names.items()}
+
+
+def group_axis_names(state: State) -> dict[str, str]:
+    """The group name of each axis of the current mesh -> the axis's name."""
+    entry = state.top_entry()
+    if entry is None:
+        return {}
+    names = axis_names(state)
+    return {pg.group_name: names[axis] for axis, pg in entry.pgs.items()
+            if axis in names and getattr(pg, "group_name", None)}
+
+
+def _axis_text(axis: Any, names: dict[Any, str]) -> str:
+    return names.get(axis) or _read_facts().types.format_axis(axis)
+
+
+def per_axis_types(local_type: Any, spec: Any, names: dict[Any, str]) -> dict[str, str]:
+    """axis name -> its type on that axis: ``S(d)`` where the PartitionSpec
+    shards dim d on it (spmd_types' own ``partition_spec_get_shard``), else
+    the local type (R, I, V, P)."""
+    types = _read_facts().types
+    axes = list(local_type or {})
+    for entry in spec or ():
+        for axis in (entry if isinstance(entry, tuple) else (entry,)):
+            if axis is not None and axis not in axes:
+                axes.append(axis)
+    found = {}
+    for axis in axes:
+        shard = types.partition_spec_get_shard(spec, axis) if spec is not None else None
+        found[_axis_text(axis, names)] = str(shard) if shard is not None else local_type[axis].name
+    return found
+
+
+def spec_text(spec: Any, names: dict[Any, str]) -> str:
+    """A PartitionSpec with its axes by name: ``(None, tp)``; "" for none."""
+    if spec is None:
+        return ""
+    def entry(e: Any) -> str:
+        if e is None:
+            return "None"
+        if isinstance(e, tuple):
+            return "(" + ", ".join(_axis_text(a, names) for a in e) + ")"
+        return _axis_text(e, names)
+
+    return "(" + ", ".join(entry(e) for e in spec) + ("," if len(spec) == 1 else "") + ")"

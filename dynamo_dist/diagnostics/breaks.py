@@ -18,6 +18,8 @@ import textwrap
 import torch
 
 from .._compat import dynamo_logs as L
+from .._compat import spmd as S
+from .render import _short
 from .report import PLUGIN, STOCK_DYNAMO, GraphBreak
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dynamo_dist/
@@ -31,11 +33,15 @@ RESUMES = "graph split here; compiled code resumes after it"
 
 
 def _internal_roots() -> tuple[str, ...]:
+    """Where no user code lives: torch, dynamo_dist, the standard library,
+    and spmd_types once the program imported it (a break inside its
+    collectives is placed at the user's call)."""
+    spmd_types = S.package_dir()
     return (
         os.path.dirname(torch.__file__) + os.sep,
         _PACKAGE_DIR + os.sep,
         os.path.dirname(os.__file__) + os.sep,  # the standard library (runpy, ...)
-    )
+    ) + ((spmd_types,) if spmd_types else ())
 
 
 def _origin(gb_type: str) -> str:
@@ -70,6 +76,12 @@ def parse_log(text: str, compile_id: str, memo: dict) -> GraphBreak | None:
     else:
         where = (file, line, frames[-1][2] if frames else "?")
     ufile, uline, fn = where
+    # Dynamo stopped inside a library the user's line called: that frame is the detail.
+    inside = ""
+    if (ufile, uline) != (file, line) and not is_user_file(file):
+        library = next((f[2] for f in reversed(frames) if (f[0], f[1]) == (file, line)), None)
+        library = memo.setdefault(("in", *key), library) if library else memo.get(("in", *key))
+        inside = f"{_short(file)}:{line}" + (f" in {library}" if library else "")
     return GraphBreak(
         file=ufile,
         line=uline,
@@ -82,6 +94,7 @@ def parse_log(text: str, compile_id: str, memo: dict) -> GraphBreak | None:
         effect=effect,
         code=linecache.getline(ufile, uline).strip(),
         compile_ids=[compile_id],
+        inside=inside,
     )
 
 

@@ -32,7 +32,7 @@ from torch.distributed.tensor.placement_types import Placement
 from .._compat import observe as O
 from .rank_lists import compact_ranks
 
-__all__ = ["Collective", "collectives_in", "group_ranks", "distributed_objects_in"]
+__all__ = ["Collective", "collectives_in", "collective_nodes", "group_ranks", "distributed_objects_in"]
 
 _FACTOR = {
     "all_reduce": lambda g: 2 * (g - 1) / g,
@@ -151,7 +151,13 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
     """Every ``torch.ops._c10d_functional`` call (and DTensor's synchronous
     ``_dtensor.shard_dim_alltoall``) in ``gm``, in graph order, nested
     subgraphs included; ``waits=False`` leaves the ``wait_tensor`` calls out."""
-    found: list[Collective] = []
+    return [c for _, c in collective_nodes(gm, stage, waits=waits)]
+
+
+def collective_nodes(gm: torch.fx.GraphModule, stage: str = "", *,
+                     waits: bool = True) -> list[tuple[torch.fx.Node, Collective]]:
+    """``collectives_in``, each with the node that calls it."""
+    found: list[tuple[torch.fx.Node, Collective]] = []
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
@@ -163,17 +169,17 @@ def collectives_in(gm: torch.fx.GraphModule, stage: str = "", *, waits: bool = T
                 continue
             namespace, op = named
             if named in _SYNC_OPS:
-                found.append(_collective(node, op, O.op_schema_args(node.target) or [], None, stage))
+                found.append((node, _collective(node, op, O.op_schema_args(node.target) or [], None, stage)))
             elif namespace == "_c10d_functional":
                 if op == WAIT:
                     if waits:
-                        found.append(Collective(WAIT, None, stage=stage))
+                        found.append((node, Collective(WAIT, None, stage=stage)))
                     continue
                 # A coalesced op's results are waited through getitem.
                 users = [u for user in node.users
                          for u in (user.users if user.target is operator.getitem else [user])]
                 waited = any(_is_wait(user) for user in users)
-                found.append(_collective(node, op, O.op_schema_args(node.target) or [], waited, stage))
+                found.append((node, _collective(node, op, O.op_schema_args(node.target) or [], waited, stage)))
     return found
 
 

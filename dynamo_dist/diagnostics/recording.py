@@ -40,6 +40,7 @@ from ..guards import _notes
 from . import breaks as B
 from . import caches as K
 from . import precompile as P
+from . import spmd as SP
 from .backend import CaptureBackend
 from .cache_log import TraceHandler
 from .graphs import collectives_in, collectives_in_printed
@@ -162,6 +163,9 @@ class Recorder:
                 self.caches.settings[compile_id] = O.compile_cache_settings()
                 self._compile_once = compile_once.inactive_reason()
             self._note_dtensor_inputs(compile_id, nodes)
+            graph.spmd = _safely(SP.graph_types, gm)
+            graph.spmd = _safely(SP.add_calls, graph.spmd, _safely(SP.spmd_calls, gm, "dynamo") or [], False) \
+                or graph.spmd
             self._graphs.append(graph)
             return graph
         except Exception:
@@ -184,6 +188,8 @@ class Recorder:
                 graph.collectives = []  # post-AOT graphs replace the Dynamo graph's list
             graph.stages.append(stage)
             graph.collectives.extend(found)
+            graph.spmd = _safely(SP.add_calls, graph.spmd, _safely(SP.spmd_calls, gm, stage) or [], True) \
+                or graph.spmd
             self.caches.stage_starts(graph.compile_id, stage)
         except Exception:
             pass

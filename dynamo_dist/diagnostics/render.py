@@ -74,6 +74,7 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
         out += row
         if b.code:
             out.append(f"       code: {b.code}")
+        out += _detail("inside", b.inside)
         out += _detail("effect", f"{b.effect} (compiles {', '.join(b.compile_ids)})")
         out += _detail("why", b.explanation)
         for hint in b.hints:
@@ -107,6 +108,7 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
     out += ["", f"Collectives ({len(rows)}; bytes each rank sends, ring algorithm)"]
     out += table(["graph", "stage", "op", "group", "ranks", "shape", "dtype", "bytes/rank"], rows) if rows \
         else ["  none"]
+    out += _spmd(r)
     if r.rank_differences:
         out += ["", f"Differences between ranks ({len(r.rank_differences)})"]
         for d in r.rank_differences:
@@ -118,6 +120,38 @@ def _lines(r: ExplainReport, with_stock: bool = True) -> list[str]:
         if r.stock.error:
             out.append(f"  stock torch: the compiled program raised {r.stock.error}")
         out += ["", "-" * 40, ""] + _lines(r.stock, with_stock=False)
+    return out
+
+
+def _spmd(r: ExplainReport) -> list[str]:
+    """spmd_types' types at each graph's inputs and outputs, and its calls
+    with the collectives each became (nothing for a program without it)."""
+    graphs = [g for g in r.graphs if g.spmd is not None]
+    if not graphs:
+        return []
+    tensors = [(g, t) for g in graphs for t in (*g.spmd.inputs, *g.spmd.outputs)]
+    axes = list(dict.fromkeys(a for _, t in tensors for a in t.types))
+    specs = any(t.spec for _, t in tensors)
+    modes = {g.spmd.checker for g in graphs}  # one mode for all graphs, else each graph's
+    checkers = modes.pop() if len(modes) == 1 else ", ".join(f"{g.compile_id} {g.spmd.checker}" for g in graphs)
+    out = ["", f"SPMD types (per mesh axis, as spmd_types' checker sees them; checker: {checkers})"]
+    out += table(["graph", "tensor", "role", *axes] + ["PartitionSpec"] * specs,
+                 [[g.compile_id, t.name, t.role, *(t.types.get(a, "-") for a in axes)] + [t.spec or "-"] * specs
+                  for g, t in tensors]) if tensors else ["  none"]
+    calls = [(g, c) for g in graphs for c in g.spmd.calls]
+    out += ["", f"spmd_types calls ({len(calls)}; the collectives each became, bytes each rank sends)"]
+    if not calls:
+        return out + ["  none"]
+    head, body = table_rows(["graph", "stage", "where", "call", "collectives"],
+                            [[g.compile_id, c.stage, c.where, c.function,
+                              ", ".join(f"{x.op} on {g.spmd.axes.get(x.group or '', x.group)} "
+                                        f"({'?' if x.bytes_per_rank is None else x.bytes_per_rank} B)"
+                                        for x in c.collectives)] for g, c in calls])
+    out += head
+    for (_, c), row in zip(calls, body):
+        out += row
+        if c.code:
+            out.append(f"       code: {c.code}")
     return out
 
 

@@ -41,6 +41,9 @@ class GraphBreak:
     effect: str  # what Dynamo did about it
     code: str = ""  # the user's source line
     compile_ids: list[str] = field(default_factory=list)
+    # Where Dynamo stopped, when that is inside a library (spmd_types, torch) and the
+    # break is placed at the user's line that called into it: "file:line in function".
+    inside: str = ""
 
     @property
     def where(self) -> str:
@@ -71,6 +74,46 @@ class CacheOutcome:
 
 
 @dataclass
+class SpmdTensor:
+    """A graph input or output with its SPMD types, as spmd_types' checker
+    left them while the frame was traced."""
+
+    name: str  # an input as the program names it (``x``), an output as the graph does
+    role: str  # "input" or "output"
+    types: dict[str, str] = field(default_factory=dict)  # mesh axis name -> R, I, V, P or S(d); {}: untyped
+    spec: str = ""  # its PartitionSpec, axes by name (the checker's global mode); "" for none
+
+
+@dataclass
+class SpmdCall:
+    """One ``spmd.*`` call of the program and the functional collectives it
+    became in one stage of a graph."""
+
+    function: str  # "spmd.all_reduce"
+    file: str  # the user's line that called it
+    line: int
+    stage: str  # "dynamo", "forward" or "backward"
+    collectives: list[Collective] = field(default_factory=list)
+    code: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{_short(self.file)}:{self.line}"
+
+
+@dataclass
+class SpmdGraph:
+    """spmd_types in one graph: the checker it was traced under, its tensors'
+    types, and the ``spmd.*`` calls in it."""
+
+    checker: str  # "local", "global" (``typecheck(local=False)``) or "off"
+    inputs: list[SpmdTensor] = field(default_factory=list)
+    outputs: list[SpmdTensor] = field(default_factory=list)
+    calls: list[SpmdCall] = field(default_factory=list)
+    axes: dict[str, str] = field(default_factory=dict)  # group name -> mesh axis name
+
+
+@dataclass
 class CapturedGraph:
     compile_id: str
     function: str
@@ -84,6 +127,7 @@ class CapturedGraph:
     code: str = ""
     note: str = ""  # e.g. why no post-AOT graph was captured
     cache: list[CacheOutcome] = field(default_factory=list)  # inductor only: the compile caches' outcomes
+    spmd: SpmdGraph | None = None  # spmd_types in the graph (None: the program uses none)
 
 
 @dataclass
