@@ -16,7 +16,8 @@ each release come from ``_compat``):
 - ``TensorVariable``'s attribute slot (``C.TENSOR_GETATTR_SLOT``:
   ``var_getattr`` on 2.11-2.13, ``tp_getattro_impl`` on 2.14+):
   ``placements`` / ``device_mesh`` of a DTensor made inside the frame are our
-  trackers (stock makes graph nodes).
+  trackers (stock makes graph nodes); ``grad_fn`` of a tensor the frame
+  computed with an autograd history is ``variables.grad_fn``'s (stock breaks).
 - ``BuiltinVariable.call_<builtin>`` named in ``C.BUILTIN_HOOKS`` (per
   family: ``call_str`` on 2.11-2.13, ``call_repr``, a new ``call_hash`` and
   ``call_is_`` on 2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``,
@@ -105,7 +106,7 @@ from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
-from ..variables import dtensor, identity
+from ..variables import dtensor, grad_fn, identity
 from ..variables.build import build
 from ..variables.base import fold_builtin, folds_builtin
 from .caches import cache_key_patches, compile_once_patches
@@ -271,6 +272,8 @@ def _tracker_patches(p: Patches) -> None:
         if act and name == "__class__" and C.collective.observed_class(self) is not None:
             return C.collective.class_tracker(tx, self)
         handled = dtensor.var_getattr(tx, self, name)
+        if handled is None:
+            handled = grad_fn.var_getattr(tx, self, name)
         if handled is not None:
             return handled
         return original_getattr(self, tx, name)

@@ -234,6 +234,12 @@ class Break(enum.Enum):
         "be folded on this torch: nothing pins the object.",
         hints=("Use `hash(pg.group_name)` instead, or pass the group in as an argument.",),
     )
+    IDENTITY_UNKNOWN = BreakSpec(
+        gb_type="identity of objects not known while tracing",
+        explanation="`a is b` between two objects the compiled region only knows exist (the autograd nodes of "
+        "two traced tensors: the outputs of one `split` share theirs) cannot be answered while tracing.",
+        hints=("Make the comparison outside the compiled function.",),
+    )
     # -- objects that escape, DTensors ----------------------------------------
     NOT_RECONSTRUCTIBLE = BreakSpec(
         gb_type="{label} cannot be reconstructed",
@@ -262,6 +268,13 @@ class Break(enum.Enum):
         "DTensor ops without that change, so the `with` is entered eagerly (a graph break) and the code inside "
         "it is compiled with the mode on.",
         hints=("{hint}",),  # the mode table row's hint
+    )
+    GRAD_FN_NODE = BreakSpec(
+        gb_type="autograd node of a traced tensor",
+        explanation="{what} needs the autograd node of a tensor computed in the compiled region; while tracing "
+        "only its existence is known (`t.grad_fn is None` and `if t.grad_fn:` are answered, as leaf checks use "
+        "them), not which node it will be.",
+        hints=("Read the autograd graph outside the compiled function, from its outputs.",),
     )
     # -- spmd_types ----------------------------------------------------------
     SPMD_NOT_RUN = BreakSpec(

@@ -32,7 +32,7 @@ import enum
 from typing import Any
 
 from .. import _compat as C
-from .breaks import log
+from .breaks import Break, graph_break, log
 
 
 class Identity(enum.Enum):
@@ -85,6 +85,10 @@ def fold_is(left: Any, right: Any) -> bool | None:
         return None
     if left is right:
         return True
+    for side, other in ((left, right), (right, left)):
+        known_with = getattr(side, "identity_known_with", None)
+        if known_with is not None and not known_with(other):
+            graph_break(Break.IDENTITY_UNKNOWN, context=f"{left} is {right}")
     lv, rv = C.known_value(left), C.known_value(right)
     if lv is C.NO_KNOWN_VALUE or rv is C.NO_KNOWN_VALUE:
         return None

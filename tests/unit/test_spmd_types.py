@@ -7,7 +7,6 @@ are judged on gloo in ``tests/spawned/test_spmd_types_values.py``."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import traceback
 
 import pytest
@@ -20,10 +19,6 @@ from dynamo_dist.testing import fake_world, make_mesh
 
 spmd = pytest.importorskip("spmd_types", reason="spmd_types is in the `clients` extra")
 P.load()
-# spmd_types 0.3's collectives read ``x.grad_fn`` (to tell a leaf input),
-# where Dynamo breaks the graph, with the checker off as with it on.
-READS_GRAD_FN = tuple(int(p) for p in importlib.metadata.version("spmd_types").split(".")[:2]) >= (0, 3)
-
 MODES = ("local", "global")
 
 
@@ -70,7 +65,6 @@ def compiled_tp_step(mode: str, tp, a2a: bool = False) -> dict:
 
 
 @pytest.mark.release
-@pytest.mark.skipif(READS_GRAD_FN, reason="spmd_types 0.3's collectives break the graph at `x.grad_fn`, checker or not")
 @pytest.mark.parametrize("mode", MODES)
 def test_well_typed_step_compiles_to_the_unchecked_graph(plugin, tp_mesh, mode):
     off = compiled_tp_step("off", tp_mesh)
