@@ -33,7 +33,7 @@ import weakref
 from typing import Any, Callable
 
 from . import keys
-from .keys import digest
+from .keys import digest, source_digest
 
 class BakedKey(str):
     """A baked call's key as the graph node's argument: the key text (what the
@@ -122,4 +122,4 @@ def code_version(*builders: Any) -> str:
     them (through inductor's config), so a dynamo_dist that bakes differently
     never reuses an older entry."""
     modules = (keys, inspect.getmodule(call), *builders)
-    return digest("".join(inspect.getsource(m) for m in modules))
+    return source_digest(*modules)

@@ -66,12 +66,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .. import _compat as C
-from .keys import digest
+from .keys import digest, source_digest
 from . import describe, subgraphs
 
 
@@ -92,7 +91,7 @@ class DescribedPolicy:
 @functools.cache
 def _describer_version() -> str:
     # A describer that describes differently never shares entries with this one.
-    return digest(inspect.getsource(describe) + inspect.getsource(_describer_version))
+    return source_digest(describe, _describer_version)
 
 
 def policy_cache_hash(context_fn: Callable[[], Any]) -> str:

@@ -67,10 +67,7 @@ import torch
 
 from .. import _compat as C
 from .. import tracked_types
-from .keys import constant_identity
-
-_PLAIN = (type(None), bool, int, float, complex, str, bytes)
-_TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+from .keys import PLAIN, TORCH_VALUES, constant_identity
 
 # Builtins whose answer is a function of their arguments alone. Not ``id`` or
 # ``hash`` (an object's address; a str's hash changes with PYTHONHASHSEED),
@@ -287,11 +284,11 @@ class _Describer:
 
     def value(self, value: Any) -> tuple:
         kind = type(value)
-        if kind in _PLAIN:
+        if kind in PLAIN:
             return (kind.__name__, repr(value))
         if value is Ellipsis:
             return ("Ellipsis",)
-        if isinstance(value, _TORCH_VALUES) or kind is torch.Size:
+        if isinstance(value, TORCH_VALUES) or kind is torch.Size:
             return ("torch value", constant_identity(value))
         if tracked_types.find(value) is not None:
             identity = constant_identity(value)

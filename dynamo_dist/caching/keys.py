@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import weakref
 from typing import Any, Iterator
 
@@ -43,12 +44,20 @@ from .. import _compat as C
 from .. import tracked_types
 from ..guards.mesh import known_fingerprint
 
-_PLAIN = (type(None), bool, int, float, str)
-_TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+# Values whose ``repr`` is their whole, stable description, and torch's
+# value types described by ``str`` (both describers use these).
+PLAIN = (type(None), bool, int, float, complex, str, bytes)
+TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 
 
 def digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def source_digest(*objects: Any) -> str:
+    """The digest of the source code of ``objects`` (modules, functions),
+    in order: a version that changes whenever that code does."""
+    return digest("".join(inspect.getsource(o) for o in objects))
 
 
 def mesh_identity(mesh: Any, flattened: bool = True) -> str:
@@ -199,9 +208,9 @@ def constant_identity(value: Any) -> tuple | None:
     """A stable, complete description of a constant baked into a graph call,
     or None when there is none (the call then stays uncacheable: correct,
     only slower to warm up)."""
-    if isinstance(value, _PLAIN):
+    if isinstance(value, PLAIN):
         return (type(value).__name__, repr(value))
-    if isinstance(value, _TORCH_VALUES):
+    if isinstance(value, TORCH_VALUES):
         return (type(value).__name__, str(value))
     if isinstance(value, (tuple, list)):  # torch.Size included
         items = [constant_identity(v) for v in value]

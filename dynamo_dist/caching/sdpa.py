@@ -42,12 +42,11 @@ its version: a torch whose function differs keys differently.
 
 from __future__ import annotations
 
-import inspect
 
 from .. import _compat as C
-from .keys import digest
+from .keys import source_digest
 
 
 def marked_cacheable() -> dict[str, str]:
     """``name -> version`` entries for ``unsafe_marked_cacheable_functions``."""
-    return {name: digest(inspect.getsource(fn)) for name, fn in C.caches.sdpa_backend_calls().items()}
+    return {name: source_digest(fn) for name, fn in C.caches.sdpa_backend_calls().items()}
