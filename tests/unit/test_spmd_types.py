@@ -213,6 +213,81 @@ def test_a_registered_function_under_the_checker(plugin, tp_mesh, mode):
     assert all(b.startswith("dynamo_dist:") for b in breaks[mode] - breaks["off"])
 
 
+def _typed_pair(mode, tp):
+    """x and w, typed so that ``x @ w`` is V (row-sharded in global mode)."""
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    if mode == "local":
+        spmd.assert_type(x, {tp: spmd.R})
+        spmd.assert_type(w, {tp: spmd.V})
+    else:
+        spmd.assert_type(x, {tp: spmd.S(0)})
+        spmd.assert_type(w, {tp: spmd.R})
+    return x, w
+
+
+def _through_an_alias(x, w):
+    y = torch.mm(x, w)
+    z = y.float()  # a float tensor's .float() is the tensor itself
+    return z.reshape(z.shape[0], -1, 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tensor_and_its_alias_carry_one_set_of_types(plugin, tp_mesh, mode):
+    """``x.float()`` of a float tensor returns the tensor itself: Dynamo
+    traces it as a second value of the same fake tensor, which had no types
+    of its own, and the checker's rule for ``reshape`` raised a false
+    "missing axis" error (torchtitan's RoPE, ``query.float().reshape``)."""
+    counters.clear()
+    with P.checker(mode):
+        x, w = _typed_pair(mode, tp_mesh)
+        eager = _through_an_alias(x, w)
+        out = torch.compile(_through_an_alias, backend="aot_eager", fullgraph=True)(x, w)
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.V}
+    assert getattr(out, "_partition_spec", None) == getattr(eager, "_partition_spec", None)
+    assert dict(counters["graph_break"]) == {}
+
+
+def _ill_typed_alias(x, w):
+    z = torch.mm(x, w).float()
+    return spmd.all_reduce(z, "tp", src=spmd.P, dst=spmd.R)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_ill_typed_alias_raises_eagers_error(plugin, tp_mesh, mode):
+    """The alias keeps its tensor's types for the checker's verdict: an R
+    tensor reduced as P raises eager's SpmdTypeError, compiled as eagerly."""
+    with P.checker(mode):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        spmd.assert_type(w, {tp_mesh: spmd.R})
+        eager = _error(_ill_typed_alias, x, w)
+        compiled = _error(torch.compile(_ill_typed_alias, backend="aot_eager"), x, w)
+    assert eager is not None and eager[0] is spmd.SpmdTypeError
+    assert compiled[:2] == eager[:2]
+
+
+def _retyped_alias(x, w):
+    y = torch.mm(x, w)
+    z = y.float()
+    spmd.mutate_type(y, spmd.current_mesh_names()["tp"], src=spmd.R, dst=spmd.I)
+    return z * 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_types_written_on_a_tensor_reach_its_alias(plugin, tp_mesh, mode):
+    """Types the frame writes on one value of a tensor after the alias was
+    made are the alias's too (eager has one tensor): R mutated to I on ``y``
+    leaves ``y.float() * 2`` I, not R."""
+    with P.checker(mode):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        spmd.assert_type(w, {tp_mesh: spmd.R})
+        eager = _retyped_alias(x, w)
+        out = torch.compile(_retyped_alias, backend="aot_eager", fullgraph=True)(x, w)
+    assert spmd.get_local_type(eager) == {tp_mesh: spmd.I}
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager)
+
+
 # -- guards: what a checked frame depends on ---------------------------------------
 
 def _recompiles(f, mode, x_type, tp) -> tuple[int, object]:
