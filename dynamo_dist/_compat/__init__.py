@@ -107,6 +107,7 @@ from .dynamo import (  # noqa: F401
     constrained_dims,
     example_value,
     frame_state,
+    scope_state,
     in_autograd_function_forward,
     INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD,
     graph_mark,

@@ -123,6 +123,13 @@ def frame_state(tx: Any, key: str) -> dict:
     return tx.output.__dict__.setdefault(f"_dynamo_dist_{key}", {})
 
 
+def scope_state(tx: Any, key: str) -> dict:
+    """A dict of the graph being traced now: the frame's, or a subgraph's
+    (a higher-order operator's body, whose inputs share the outer tensors'
+    fake values)."""
+    return tx.output.current_tracer.__dict__.setdefault(f"_dynamo_dist_{key}", {})
+
+
 def opcode_tables() -> list[tuple[type, list]]:
     """Every tracer class with a ``dispatch_table`` of its own (opcode ->
     handler, built once when the class is made: patching the opcode method

@@ -214,8 +214,10 @@ class StandIns:
 
 
 def _aliases(tx: Any, fake: Any) -> list:
-    """The trackers of ``fake`` spmd_types' code has seen in this frame."""
-    by_fake = C.frame_state(tx, "spmd").setdefault("aliases", {})
+    """The trackers of ``fake`` spmd_types' code has seen in the graph
+    being traced (one tensor in eager; a subgraph's input that shares an
+    outer tensor's fake value is not written from inside it)."""
+    by_fake = C.scope_state(tx, "spmd_aliases")
     held = by_fake.get(id(fake))
     if held is None or held[0] is not fake:
         held = by_fake[id(fake)] = (fake, [])
