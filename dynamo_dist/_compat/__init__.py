@@ -176,6 +176,7 @@ from .dynamo import (  # noqa: F401
     top_mode_tracker,
     call_builtin,
     operator_behind,
+    is_higher_order_operator,
     dataclass_fields,
     ContextWrappingVariable,
     frame_modes,

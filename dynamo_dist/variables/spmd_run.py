@@ -415,6 +415,13 @@ def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, res
     func = C.known_value(fn)
     if func is C.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
+    if C.is_higher_order_operator(func):
+        # Eager's checker never sees the operator: it checks the body's
+        # operations one by one (a checkpointed block's), which Dynamo
+        # traced with the checker off; its rule for the operator would run
+        # the real operator on the module.
+        raise CannotRun(f"it is the higher-order operator {getattr(func, '__name__', func)!r}, "
+                        "whose body eager's checker checks op by op")
     type_classes = C.known_value(types) if types is not None else ()
     if type_classes is C.NO_KNOWN_VALUE:
         type_classes = ()

@@ -288,6 +288,57 @@ def test_types_written_on_a_tensor_reach_its_alias(plugin, tp_mesh, mode):
     assert spmd.get_local_type(out) == spmd.get_local_type(eager)
 
 
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.relu(torch.mm(x, self.w)) * 2
+
+
+def _checkpointed_block(selective: bool, tp):
+    import functools
+
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+    context = {"context_fn": functools.partial(create_selective_checkpoint_contexts, policy)} if selective else {}
+    block = checkpoint_wrapper(_Block(), preserve_rng_state=False, **context)
+    spmd.assert_type(block._checkpoint_wrapped_module.w, {tp: spmd.R})
+    return block
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("selective", [False, True], ids=["full_ac", "selective_ac"])
+def test_a_checkpointed_block_under_the_checker_breaks_cleanly(plugin, tp_mesh, mode, selective):
+    """Dynamo traces an activation-checkpointed block as the higher-order
+    operator ``tag_activation_checkpoint`` and dispatches it to the checker,
+    which eager never shows it (eager's checker checks the block's ops): its
+    rule called the real operator on the module and raised "object has no
+    attribute 'meta'" from the traced program (torchtitan's blocks under
+    activation checkpointing). The call runs eagerly behind a clean
+    dynamo_dist: break; fullgraph says so."""
+    torch._dynamo.reset()
+    counters.clear()
+    with P.checker(mode):
+        x = torch.randn(4, 8, requires_grad=True)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        block = _checkpointed_block(selective, tp_mesh)
+        eager = block(x)
+        out = torch.compile(block, backend="aot_eager")(x)
+        assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
+        assert torch.equal(out, eager)
+        breaks = set(counters["graph_break"])
+        assert breaks and all(b.startswith("dynamo_dist: spmd_types call runs eagerly") for b in breaks)
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.Unsupported, match="dynamo_dist: spmd_types call runs eagerly"):
+            torch.compile(block, backend="aot_eager", fullgraph=True)(x)
+
+
 # -- guards: what a checked frame depends on ---------------------------------------
 
 def _recompiles(f, mode, x_type, tp) -> tuple[int, object]:
