@@ -44,6 +44,12 @@ class CannotRun(Exception):
     call runs eagerly (a clean graph break), where it does what eager does."""
 
 
+class OperatorNotSeen(CannotRun):
+    """The call is a higher-order operator (an activation-checkpointed
+    block), which eager's checker never sees: it checks the body's
+    operations as they run."""
+
+
 # -- the frame's spmd_types state -----------------------------------------------
 
 def frame_state(tx: Any) -> S.State:
@@ -416,12 +422,9 @@ def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, res
     if func is C.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
     if C.is_higher_order_operator(func):
-        # Eager's checker never sees the operator: it checks the body's
-        # operations one by one (a checkpointed block's), which Dynamo
-        # traced with the checker off; its rule for the operator would run
-        # the real operator on the module.
-        raise CannotRun(f"it is the higher-order operator {getattr(func, '__name__', func)!r}, "
-                        "whose body eager's checker checks op by op")
+        # Dynamo traced the body with the checker off; the checker's rule for
+        # the operator would run the real operator on the module.
+        raise OperatorNotSeen(getattr(func, "__name__", repr(func)))
     type_classes = C.known_value(types) if types is not None else ()
     if type_classes is C.NO_KNOWN_VALUE:
         type_classes = ()

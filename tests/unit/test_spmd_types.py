@@ -333,9 +333,10 @@ def test_a_checkpointed_block_under_the_checker_breaks_cleanly(plugin, tp_mesh, 
         assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
         assert torch.equal(out, eager)
         breaks = set(counters["graph_break"])
-        assert breaks and all(b.startswith("dynamo_dist: spmd_types call runs eagerly") for b in breaks)
+        assert breaks and all(b.startswith("dynamo_dist: spmd_types checker on a higher-order operator")
+                              for b in breaks)
         torch._dynamo.reset()
-        with pytest.raises(torch._dynamo.exc.Unsupported, match="dynamo_dist: spmd_types call runs eagerly"):
+        with pytest.raises(torch._dynamo.exc.Unsupported, match="dynamo_dist: spmd_types checker on a higher-order"):
             torch.compile(block, backend="aot_eager", fullgraph=True)(x)
 
 
