@@ -41,6 +41,7 @@ from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
 from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
 from torch._guards import CompileContext
+from torch._ops import HigherOrderOperator
 from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
@@ -121,6 +122,13 @@ def tracing_tx() -> Any:
 def frame_state(tx: Any, key: str) -> dict:
     """A dict that lives as long as the frame being traced (its output graph)."""
     return tx.output.__dict__.setdefault(f"_dynamo_dist_{key}", {})
+
+
+def scope_state(tx: Any, key: str) -> dict:
+    """A dict of the graph being traced now: the frame's, or a subgraph's
+    (a higher-order operator's body, whose inputs share the outer tensors'
+    fake values)."""
+    return tx.output.current_tracer.__dict__.setdefault(f"_dynamo_dist_{key}", {})
 
 
 def opcode_tables() -> list[tuple[type, list]]:
@@ -1286,6 +1294,12 @@ def _instruction_operator(inst: Any) -> Any:
             return None
         return getattr(operator, ("i" + base.rstrip("_")) if inplace else base, None)
     return None
+
+
+def is_higher_order_operator(func: Any) -> bool:
+    """``func`` is a higher-order operator (``tag_activation_checkpoint``
+    ...): Dynamo's traced form of a call whose body eager runs op by op."""
+    return isinstance(func, HigherOrderOperator)
 
 
 def operator_behind(tx: Any, func: Any) -> tuple[Any, bool] | None:

@@ -78,6 +78,9 @@ class SpmdCheckerVariable(C.TorchFunctionModeVariable):
         if state.checking and not spmd_run.paused_by_frames(tx):
             try:
                 spmd_run.check(tx, self.value, fn, types, args, kwargs, result)
+            except spmd_run.OperatorNotSeen as e:
+                what = f"`{e}` (activation checkpointing's traced form)"
+                graph_break(Break.SPMD_BODY_NOT_CHECKED, context=what, what=what)
             except spmd_run.CannotRun as e:
                 what = f"checker on `{_name(C.known_value(fn))}`"
                 graph_break(Break.SPMD_NOT_RUN, context=what, what=what, why=str(e))

@@ -44,6 +44,12 @@ class CannotRun(Exception):
     call runs eagerly (a clean graph break), where it does what eager does."""
 
 
+class OperatorNotSeen(CannotRun):
+    """The call is a higher-order operator (an activation-checkpointed
+    block), which eager's checker never sees: it checks the body's
+    operations as they run."""
+
+
 # -- the frame's spmd_types state -----------------------------------------------
 
 def frame_state(tx: Any) -> S.State:
@@ -102,14 +108,15 @@ class StandIns:
 
     def __init__(self, tx: Any) -> None:
         self.tx = tx
-        # id(fake) -> (fake, [trackers of that tensor], types before the call)
-        self._by_fake: dict[int, tuple[Any, list, tuple]] = {}
+        # id(fake) -> (fake, [(tracker of that tensor, its types before the call)])
+        self._by_fake: dict[int, tuple[Any, list]] = {}
+        self._given: dict[int, list] = {}  # id(fake) -> the trackers this call was given
 
     def __enter__(self) -> StandIns:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for fake, _, _ in self._by_fake.values():
+        for fake, _ in self._by_fake.values():
             for name in S.TYPE_ATTRS:
                 fake.__dict__.pop(name, None)
 
@@ -143,18 +150,35 @@ class StandIns:
         if not isinstance(fake, torch.Tensor):
             raise CannotRun("a tensor without a fake value")
         entry = self._by_fake.get(id(fake))
-        if entry is not None:
-            if not any(v is vt for v in entry[1]):
-                entry[1].append(vt)
-            return fake
-        before = read_types(self.tx, vt)
-        for name, value in zip(S.TYPE_ATTRS, before):
-            if value is _ABSENT:
-                fake.__dict__.pop(name, None)
-            else:
-                setattr(fake, name, _copy(value))
-        self._by_fake[id(fake)] = (fake, [vt], before)
+        if entry is None:
+            entry = self._by_fake[id(fake)] = (fake, [])
+            for alias in _aliases(self.tx, fake):
+                self._join(entry, alias)
+        if not any(v is vt for v in self._given.setdefault(id(fake), [])):
+            self._given[id(fake)].append(vt)
+        if not any(v is vt for v, _ in entry[1]):
+            self._join(entry, vt)
+            _aliases(self.tx, fake).append(vt)
         return fake
+
+    def _join(self, entry: tuple, vt: Any) -> None:
+        """Trackers with one fake value are one tensor in eager (``x.float()``
+        of a float ``x``, an in-place op's result): one set of types, written
+        to all of them. A tracker that knows none (a result not typed in the
+        frame) takes the types another knows; two that know different ones
+        cannot both be the tensor's."""
+        fake = entry[0]
+        before = read_types(self.tx, vt)
+        known = [b for _, b in entry[1] if b is not None]
+        if before is not None and known and not all(_same_types(before, b) for b in known):
+            raise CannotRun("two traced values of one tensor (an alias) carry different types")
+        entry[1].append((vt, before))
+        if before is not None and not known or not entry[1][:-1]:
+            for name, value in zip(S.TYPE_ATTRS, before or (_ABSENT,) * len(S.TYPE_ATTRS)):
+                if value is _ABSENT:
+                    fake.__dict__.pop(name, None)
+                else:
+                    setattr(fake, name, _copy(value))
 
     def traced_ids(self) -> set:
         """The ids of the stand-ins (the traced tensors' fake values)."""
@@ -173,7 +197,7 @@ class StandIns:
             entry = self._by_fake.get(id(value))
             if entry is None:
                 raise CannotRun("it returned a tensor that is not one of the traced tensors")
-            return entry[1][0]
+            return self._given[id(value)][0]
         if isinstance(value, (list, tuple)) and type(value) in (list, tuple) and _holds_tensor(value):
             items = [self.tracker(v) for v in value]
             return C.make_list(items) if type(value) is list else C.make_tuple(items)
@@ -183,34 +207,49 @@ class StandIns:
 
     def write_back(self) -> None:
         """Every type the call changed on a stand-in, written to its tensor."""
-        for fake, trackers, before in self._by_fake.values():
-            for name, old in zip(S.TYPE_ATTRS, before):
-                new = fake.__dict__.get(name, _ABSENT)
-                if _same(new, old):
-                    continue
-                for vt in trackers:
+        for fake, trackers in self._by_fake.values():
+            for vt, before in trackers:
+                for name, old in zip(S.TYPE_ATTRS, before or (_ABSENT,) * len(S.TYPE_ATTRS)):
+                    new = fake.__dict__.get(name, _ABSENT)
+                    if _same(new, old):
+                        continue
                     if new is _ABSENT:
                         C.delete_attribute(self.tx, vt, name)
                     else:
                         C.set_attribute(self.tx, vt, name, C.build_value(self.tx, _copy(new)))
 
 
-def read_types(tx: Any, vt: Any) -> tuple:
+def _aliases(tx: Any, fake: Any) -> list:
+    """The trackers of ``fake`` spmd_types' code has seen in the graph
+    being traced (one tensor in eager; a subgraph's input that shares an
+    outer tensor's fake value is not written from inside it)."""
+    by_fake = C.scope_state(tx, "spmd_aliases")
+    held = by_fake.get(id(fake))
+    if held is None or held[0] is not fake:
+        held = by_fake[id(fake)] = (fake, [])
+    return held[1]
+
+
+def read_types(tx: Any, vt: Any) -> tuple | None:
     """A traced tensor's (local type, PartitionSpec) as Dynamo sees them now:
-    set in this frame, or the input's own (guarded), else absent."""
+    set in this frame, or the input's own (guarded); None where the tracker
+    knows neither (a tensor made in the frame and never typed there)."""
     found = []
     real = None
+    known = False
     for name in S.TYPE_ATTRS:
         pending, value_vt = C.pending_attribute(tx, vt, name)
         if pending:
+            known = True
             found.append(_ABSENT if C.is_deleted(value_vt) else _python(value_vt))
             continue
         if real is None:
             real = C.graph_input_value(vt) if vt.source is not None else None
             if real is not None:
                 install_types_guard(tx, vt.source, real)
+        known = known or real is not None
         found.append(_ABSENT if real is None else real.__dict__.get(name, _ABSENT))
-    return tuple(found)
+    return tuple(found) if known else None
 
 
 def _python(vt: Any) -> Any:
@@ -223,6 +262,10 @@ def _python(vt: Any) -> Any:
 def _copy(value: Any) -> Any:
     # Types are plain dicts (mutated in place by assert_type) or immutable.
     return dict(value) if type(value) is dict else value
+
+
+def _same_types(a: tuple, b: tuple) -> bool:
+    return all(_same(x, y) for x, y in zip(a, b))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -378,6 +421,10 @@ def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, res
     func = C.known_value(fn)
     if func is C.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
+    if C.is_higher_order_operator(func):
+        # Dynamo traced the body with the checker off; the checker's rule for
+        # the operator would run the real operator on the module.
+        raise OperatorNotSeen(getattr(func, "__name__", repr(func)))
     type_classes = C.known_value(types) if types is not None else ()
     if type_classes is C.NO_KNOWN_VALUE:
         type_classes = ()

@@ -207,6 +207,133 @@ def test_a_registered_function_under_the_checker(plugin, tp_mesh, mode):
     assert all(b.startswith("dynamo_dist:") for b in breaks[mode] - breaks["off"])
 
 
+def _typed_pair(mode, tp):
+    """x and w, typed so that ``x @ w`` is V (row-sharded in global mode)."""
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    if mode == "local":
+        spmd.assert_type(x, {tp: spmd.R})
+        spmd.assert_type(w, {tp: spmd.V})
+    else:
+        spmd.assert_type(x, {tp: spmd.S(0)})
+        spmd.assert_type(w, {tp: spmd.R})
+    return x, w
+
+
+def _through_an_alias(x, w):
+    y = torch.mm(x, w)
+    z = y.float()  # a float tensor's .float() is the tensor itself
+    return z.reshape(z.shape[0], -1, 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tensor_and_its_alias_carry_one_set_of_types(plugin, tp_mesh, mode):
+    """``x.float()`` of a float tensor returns the tensor itself: Dynamo
+    traces it as a second value of the same fake tensor, which had no types
+    of its own, and the checker's rule for ``reshape`` raised a false
+    "missing axis" error (torchtitan's RoPE, ``query.float().reshape``)."""
+    counters.clear()
+    with P.checker(mode):
+        x, w = _typed_pair(mode, tp_mesh)
+        eager = _through_an_alias(x, w)
+        out = torch.compile(_through_an_alias, backend="aot_eager", fullgraph=True)(x, w)
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.V}
+    assert getattr(out, "_partition_spec", None) == getattr(eager, "_partition_spec", None)
+    assert dict(counters["graph_break"]) == {}
+
+
+def _ill_typed_alias(x, w):
+    z = torch.mm(x, w).float()
+    return spmd.all_reduce(z, "tp", src=spmd.P, dst=spmd.R)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_ill_typed_alias_raises_eagers_error(plugin, tp_mesh, mode):
+    """The alias keeps its tensor's types for the checker's verdict: an R
+    tensor reduced as P raises eager's SpmdTypeError, compiled as eagerly."""
+    with P.checker(mode):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        spmd.assert_type(w, {tp_mesh: spmd.R})
+        eager = _error(_ill_typed_alias, x, w)
+        compiled = _error(torch.compile(_ill_typed_alias, backend="aot_eager"), x, w)
+    assert eager is not None and eager[0] is spmd.SpmdTypeError
+    assert compiled[:2] == eager[:2]
+
+
+def _retyped_alias(x, w):
+    y = torch.mm(x, w)
+    z = y.float()
+    spmd.mutate_type(y, spmd.current_mesh_names()["tp"], src=spmd.R, dst=spmd.I)
+    return z * 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_types_written_on_a_tensor_reach_its_alias(plugin, tp_mesh, mode):
+    """Types the frame writes on one value of a tensor after the alias was
+    made are the alias's too (eager has one tensor): R mutated to I on ``y``
+    leaves ``y.float() * 2`` I, not R."""
+    with P.checker(mode):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        spmd.assert_type(w, {tp_mesh: spmd.R})
+        eager = _retyped_alias(x, w)
+        out = torch.compile(_retyped_alias, backend="aot_eager", fullgraph=True)(x, w)
+    assert spmd.get_local_type(eager) == {tp_mesh: spmd.I}
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.relu(torch.mm(x, self.w)) * 2
+
+
+def _checkpointed_block(selective: bool, tp):
+    import functools
+
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+    context = {"context_fn": functools.partial(create_selective_checkpoint_contexts, policy)} if selective else {}
+    block = checkpoint_wrapper(_Block(), preserve_rng_state=False, **context)
+    spmd.assert_type(block._checkpoint_wrapped_module.w, {tp: spmd.R})
+    return block
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("selective", [False, True], ids=["full_ac", "selective_ac"])
+def test_a_checkpointed_block_under_the_checker_breaks_cleanly(plugin, tp_mesh, mode, selective):
+    """Dynamo traces an activation-checkpointed block as the higher-order
+    operator ``tag_activation_checkpoint`` and dispatches it to the checker,
+    which eager never shows it (eager's checker checks the block's ops): its
+    rule called the real operator on the module and raised "object has no
+    attribute 'meta'" from the traced program (torchtitan's blocks under
+    activation checkpointing). The call runs eagerly behind a clean
+    dynamo_dist: break; fullgraph says so."""
+    torch._dynamo.reset()
+    counters.clear()
+    with P.checker(mode):
+        x = torch.randn(4, 8, requires_grad=True)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        block = _checkpointed_block(selective, tp_mesh)
+        eager = block(x)
+        out = torch.compile(block, backend="aot_eager")(x)
+        assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
+        assert torch.equal(out, eager)
+        breaks = set(counters["graph_break"])
+        assert breaks and all(b.startswith("dynamo_dist: spmd_types checker on a higher-order operator")
+                              for b in breaks)
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.Unsupported, match="dynamo_dist: spmd_types checker on a higher-order"):
+            torch.compile(block, backend="aot_eager", fullgraph=True)(x)
+
+
 # -- guards: what a checked frame depends on ---------------------------------------
 
 def _recompiles(f, mode, x_type, tp) -> tuple[int, object]:
