@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -454,11 +455,9 @@ def check_spmd(example: spmd.SpmdExample) -> tuple[str, str | None]:
     stock's failure in a few words. An example whose eager run raises
     anything but ``SpmdTypeError`` is invalid. Uses the pool of an
     enclosing ``gloo_pool()`` block, else spawns a world for this example."""
-    try:
-        import spmd_types  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("spmd_types") is None:
         raise RuntimeError("the spmd property needs spmd_types: pip install 'dynamo_dist[clients]' "
-                           "(or spmd_types itself)") from None
+                           "(or spmd_types itself)")
     if _ACTIVE_POOL is None:
         with gloo_pool() as pool:
             return _check_spmd_on(pool, example)

@@ -55,6 +55,7 @@ HEADER = """\
 import torch
 import spmd_types as spmd
 from spmd_types import I, P, R, S, V
+from spmd_types.checker import typecheck
 
 
 def f(x, w):
@@ -230,10 +231,9 @@ def _mesh() -> Any:
     return _MESHES[key]
 
 
-def _checker(mode: str) -> Any:
-    from spmd_types.checker import typecheck
-
-    return contextlib.nullcontext() if mode == "off" else typecheck(local=mode == "local")
+def _checker(fn: Any, mode: str) -> Any:
+    """The checker in ``mode`` (``typecheck`` as the program imported it)."""
+    return contextlib.nullcontext() if mode == "off" else fn.__globals__["typecheck"](local=mode == "local")
 
 
 def _inputs(example: SpmdExample, spmd: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -269,11 +269,11 @@ def _types(spmd: Any, t: Any, checker: str) -> str | None:
     return repr(spmd.get_local_type(t)) + ("" if spec is None else f" {spec!r}")
 
 
-def _run(fn: Any, example: SpmdExample, spmd: Any) -> dict[str, Any]:
+def _run(fn: Any, example: SpmdExample, spmd: Any, program: Any) -> dict[str, Any]:
     """Call ``fn(x, w)`` (and its backward) under the example's checker:
     ``{"error": ...}`` or its output, gradients and types as plain data."""
     try:
-        with _checker(example.checker):
+        with _checker(program, example.checker):
             x, w = _inputs(example, spmd)
             out = fn(x, w)
             if example.backward and out.requires_grad:
@@ -292,20 +292,19 @@ def run_side(example: SpmdExample, side: str) -> dict[str, Any]:
     """One rank's run of ``example``: eagerly (stock torch), then compiled
     (``aot_eager``, ``fullgraph=False``) on ``side`` (``"plugin"`` or
     ``"stock"``): ``{"eager": ..., "compiled": ...}``, each ``_run``'s."""
-    import spmd_types as spmd
-
     if side not in SIDES:
         raise ValueError(f"side={side!r} must be one of {SIDES}")
     dynamo_dist.uninstall()
     O.reset_dynamo()
     try:
         fn = example.program.function()
+        spmd = fn.__globals__["spmd"]  # spmd_types, as the program imported it
         with spmd.set_current_mesh(_mesh()):
-            eager = _run(fn, example, spmd)
+            eager = _run(fn, example, spmd, fn)
             if side == "plugin":
                 dynamo_dist.install()
             O.reset_dynamo()
-            compiled = _run(torch.compile(fn, backend="aot_eager"), example, spmd)
+            compiled = _run(torch.compile(fn, backend="aot_eager"), example, spmd, fn)
         return {"eager": eager, "compiled": compiled}
     finally:
         O.reset_dynamo()
