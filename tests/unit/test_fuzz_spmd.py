@@ -136,3 +136,18 @@ def test_the_strategy_checks_its_arguments():
 def test_the_property_is_registered():
     prop = PROPERTIES["spmd"]
     assert prop.gloo and prop.needs == "spmd_types" and prop.check.endswith(":check_spmd")
+
+
+# A collective given a type it does not take: eager's error passes through the
+# collective's traceback-filtering wrapper as well as the checker's.
+ILL_TYPED_COLLECTIVE = """\
+    h = x * 1
+    h = spmd.reduce_scatter(h, "tp", src=P, dst=S(0))
+"""
+
+
+@pytest.mark.parametrize("checker", ["local", "global"])
+def test_an_ill_typed_collective_raises_eagers_error_compiled(checker):
+    found = run(ILL_TYPED_COLLECTIVE, checker, backward=False)
+    assert found["eager"]["spmd_error"], found
+    assert spmd.verdict(found["eager"], found["compiled"]) is None
