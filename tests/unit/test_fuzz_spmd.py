@@ -5,7 +5,7 @@ the verdict passes them, and fails each way a compiled run can differ from
 eager's (values, gradients, types, a missing or another error). A fake
 world's collectives move no data (eager and compiled see the same fake
 collectives); values are judged on gloo by
-``tests/spawned/test_fuzz_spmd.py``."""
+``tests/spawned/test_fuzz_spmd_gloo.py``."""
 
 from __future__ import annotations
 
