@@ -11,7 +11,10 @@ collectives, group ranks and order, and layouts), processes (compiled in one
 process, loaded from its caches in another in a perturbed state: the
 collectives eager runs there) and stock (programs users write on a spawned
 2-rank gloo world, compiled with the plugin and with stock torch: never
-worse than stock). --examples is per property; processes runs a fortieth
+worse than stock) and spmd (spmd_types programs, well and ill typed, under
+its type checker on a spawned 2-rank gloo world: eager's SpmdTypeError or
+eager's values, gradients and types; needs spmd_types, skipped without it
+unless asked for by --property). --examples is per property; processes runs a fortieth
 of it (each example spawns processes that compile with inductor).
 --json FILE saves the run whole (the command, date, machine, load, torch,
 and every property's outcome counts).
@@ -21,6 +24,7 @@ Exit status: 0 when no property failed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from collections import Counter
@@ -31,7 +35,7 @@ NEEDS = {"hypothesis": "fuzz"}  # module -> the extra that installs it (cli.pref
 
 # The properties --help offers, written out so that help needs no torch;
 # tests/tools/test_cli_help.py keeps them equal to dynamo_dist.fuzzing.properties.PROPERTIES.
-PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes", "stock")
+PROPERTY_NAMES = ("query", "escapes", "guards", "wild", "dtensor", "collectives", "processes", "stock", "spmd")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     with dynamo_dist.enabled():
         for name in names:
             prop = PROPERTIES[name]
+            if prop.needs and not args.property and importlib.util.find_spec(prop.needs) is None:
+                print(f"{name}: skipped: needs {prop.needs} (pip install 'dynamo_dist[clients]')")
+                continue
             target = max(1, round(args.examples * prop.long_share))
             display = _Display()
             report = run_property(prop, examples=target, seed=args.seed, out_dir=args.out, progress=display)

@@ -34,12 +34,20 @@ Properties:
   ``fullgraph=False``): where stock compiles a program like eager, the
   plugin does too, with no more graph breaks and no more compiled frames
   (see ``stock``).
+- ``spmd``: programs written with spmd_types (``spmd.spmd_programs``: local
+  ops and collectives between its local types, well and ill typed) on a
+  real 2-rank gloo world, under its type checker (off, local, global mode),
+  compiled with the plugin (``aot_eager``, ``fullgraph=False``): eager's
+  ``SpmdTypeError`` raised again, same message, or eager's values, gradients
+  and SPMD types on every rank; stock torch's run counted, not judged (see
+  ``spmd``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -56,7 +64,7 @@ from .._compat import observe as O
 from ..diagnostics.compare import difference
 from ..worlds import GlooPool, make_mesh
 from ..worlds.recording import recording_world
-from . import processes, stock, strategies
+from . import processes, spmd, stock, strategies
 from .oracle import _call, _is_internal, assert_compiles_like_eager
 from .oracle import data_dependent as _data_dependent
 from .oracle import one_rank as _one_rank
@@ -432,6 +440,50 @@ def stock_sides(pool: Any, example: StockExample) -> dict[str, list[dict[str, An
 
 
 # ---------------------------------------------------------------------------
+# spmd (spmd_types programs, well and ill typed, on a 2-rank gloo world)
+
+
+def check_spmd(example: spmd.SpmdExample) -> tuple[str, str | None]:
+    """On every rank of a real 2-rank gloo world, under the example's
+    checker mode: run the spmd_types program eagerly, then compiled with
+    the plugin (``spmd.run_side``), then in a second ``pool.run`` eagerly and
+    compiled with stock torch. Fails (``AssertionError``) where the plugin's
+    compiled verdict differs from eager's on a rank (``spmd.verdict``): eager
+    raised ``SpmdTypeError`` and the compiled program did not raise it with
+    the same message, or eager ran and the compiled output, gradients or
+    SPMD types differ. Returns the example's outcome (``spmd.OUTCOMES``) and
+    stock's failure in a few words. An example whose eager run raises
+    anything but ``SpmdTypeError`` is invalid. Uses the pool of an
+    enclosing ``gloo_pool()`` block, else spawns a world for this example."""
+    if importlib.util.find_spec("spmd_types") is None:
+        raise RuntimeError("the spmd property needs spmd_types: pip install 'dynamo_dist[clients]' "
+                           "(or spmd_types itself)")
+    if _ACTIVE_POOL is None:
+        with gloo_pool() as pool:
+            return _check_spmd_on(pool, example)
+    return _check_spmd_on(_ACTIVE_POOL, example)
+
+
+def _check_spmd_on(pool: Any, example: spmd.SpmdExample) -> tuple[str, str | None]:
+    sides: dict[str, list[dict[str, Any]]] = {}
+    for side in spmd.SIDES:
+        timeout, pool.timeout = pool.timeout, min(pool.timeout, spmd.SIDE_TIMEOUT)
+        try:
+            sides[side] = pool.run(spmd.run_side, example, side)
+        except TimeoutError as e:  # the pool killed the world; the next call spawns a fresh one
+            if side == "plugin":
+                raise AssertionError(f"no answer from the world: {e}") from None
+            sides[side] = [{"eager": {}, "compiled": {"error": f"hung: {e}"}}] * pool.world_size
+        finally:
+            pool.timeout = timeout
+        if side == "plugin":
+            invalid = spmd.eager_problem(sides[side])
+            if invalid:
+                raise InvalidExample(invalid)
+    return spmd.judge(sides["plugin"], sides["stock"])
+
+
+# ---------------------------------------------------------------------------
 # collectives (a recording world)
 
 
@@ -514,6 +566,7 @@ class Property:
     ci_examples: int
     long_share: float = 1.0
     gloo: bool = False
+    needs: str | None = None  # a module the check imports that the package does not require
 
     def check_function(self) -> Callable[[Any], None]:
 
@@ -555,5 +608,9 @@ PROPERTIES: dict[str, Property] = {
         # 2-rank world, a few seconds on 2 cores: a few per CI run.
         Property("stock", "programs users write on a 2-rank gloo world: never worse than stock torch.compile",
                  _strategy("stock_examples"), f"{_HERE}:check_stock", ci_examples=8, gloo=True),
+        # Like stock's: eager, the plugin and stock per example on one spawned 2-rank world;
+        # needs spmd_types (the `clients` extra).
+        Property("spmd", "spmd_types programs, well and ill typed, on a 2-rank gloo world: eager's error or values",
+                 _strategy("spmd_examples"), f"{_HERE}:check_spmd", ci_examples=8, gloo=True, needs="spmd_types"),
     ]
 }

@@ -37,6 +37,7 @@ from dynamo_dist.fuzzing.specs import (
     TaggedShard,
     World,
 )
+from dynamo_dist.fuzzing.spmd import SpmdExample
 """
 
 

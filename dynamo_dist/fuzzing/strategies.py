@@ -23,7 +23,9 @@ be printed, shrunk and written into a standalone reproducer.
   ``stock_examples()``: whole examples for the properties in
   ``dynamo_dist.fuzzing.properties``;
   ``processes_examples()`` (the fuzzer's own, not exported): programs
-  compiled in one process and loaded in others, each in its own state.
+  compiled in one process and loaded in others, each in its own state;
+  ``spmd_examples()`` (the fuzzer's own, not exported): spmd_types programs,
+  well and ill typed, under its type checker's modes.
 
 Every strategy checks its arguments when it is called, as hypothesis' own
 do: a bad one raises ``hypothesis.errors.InvalidArgument`` naming it and
@@ -46,6 +48,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from . import programs as _programs
+from . import spmd as _spmd
 from . import user_programs as _users
 from . import values as _values
 from .specs import (
@@ -682,3 +685,14 @@ def _stock_examples(draw: Any, max_statements: int, max_calls: int, models: bool
     program = draw(_users.user_programs(mesh, ndim, max_statements=max_statements, statements=statements,
                                         dist_calls=dist_calls, model=model, seed=seed, grad=requires_grad))
     return StockExample(mesh, program, shape, lengths, vary, draw(st.sampled_from(dynamic)), requires_grad, seed)
+
+
+def spmd_examples(*, checkers: tuple[str, ...] = _spmd.CHECKERS,
+                  max_statements: int = 5) -> st.SearchStrategy[_spmd.SpmdExample]:
+    """An example of the ``spmd`` property: an spmd_types program
+    (``spmd.spmd_programs``, 1 to ``max_statements`` statements) under its
+    type checker in one of ``checkers`` (a non-empty tuple or list of
+    ``spmd.CHECKERS``), with or without its backward."""
+    _check_names("checkers", checkers, _spmd.CHECKERS)
+    _check_integer("max_statements", max_statements, 1)
+    return _spmd.spmd_examples(tuple(checkers), max_statements)
