@@ -81,7 +81,7 @@ def _wrong_types(r: dict) -> None:
 
 def _raised(r: dict) -> None:
     r.clear()
-    r.update(error="SpmdTypeError: a compiled error", spmd_error=True)
+    r.update(error="SpmdTypeError: a compiled error", statement="SpmdTypeError: a compiled error", spmd_error=True)
 
 
 @pytest.mark.parametrize("fault", [_wrong_values, _wrong_grad, _wrong_types, _raised])
@@ -102,13 +102,22 @@ def test_the_verdict_fails_a_compiled_run_without_eagers_error(fault):
     if fault == "ran":
         wrong["compiled"] = run(WELL_TYPED_GLOBAL, "global")["compiled"]
     else:
-        wrong["compiled"]["error"] += " (in the compiled program)"
+        wrong["compiled"]["statement"] += " (in the compiled program)"
     assert spmd.verdict(wrong["eager"], wrong["compiled"]) is not None
     with pytest.raises(AssertionError, match="eager raised SpmdTypeError"):
         spmd.judge([found, wrong], [found, found])
     # stock's run is counted, never judged
     assert spmd.judge([found, found], [wrong, wrong]) == (spmd.ILL_STOCK_FAILS, spmd.verdict(
         wrong["eager"], wrong["compiled"]).splitlines()[-1].strip().removeprefix("compiled: ")[:160])
+
+
+def test_the_notes_after_the_statement_are_not_judged():
+    """spmd_types appends a traceback-filtering hint per API boundary an
+    error leaves (0.3.1: one more eagerly than traced), then the call."""
+    found = run(ILL_TYPED, "global")
+    noted = copy.deepcopy(found)
+    noted["compiled"]["error"] += " Set SPMD_TYPES_TRACEBACK_FILTERING=off to see the full, unfiltered traceback."
+    assert spmd.verdict(noted["eager"], noted["compiled"]) is None
 
 
 def test_an_eager_error_other_than_a_type_error_is_no_example():
