@@ -16,7 +16,8 @@ Rows (``ROWS``): torchtitan's llama3 debugmodel (2 blocks) with TP=2 as its
 trainer configures it (selective activation checkpointing) and without
 activation checkpointing (and, when named, once more with torch's opt-in for
 custom ``autograd.Function``s, which the plugin's keys make unneeded), TP=2 on
-``full_dtensor``, FSDP2 and dp2 x tp2; torchtitan's SimpleFSDP (the whole
+``full_dtensor`` and on ``spmd_types`` (torchtitan's default: plain tensors,
+explicit collectives; also with its ``--debug.spmd_typechecking``), FSDP2 and dp2 x tp2; torchtitan's SimpleFSDP (the whole
 model compiled, FSDP on 2 ranks and dp2 x tp2), its deepseek_v3 debugmodel
 with expert parallelism (EP=2) and its llama3 with context parallelism
 (CP=2, SDPA's math backend); a tiny HF Llama, Qwen3-MoE and Mixtral with
@@ -61,6 +62,9 @@ ROWS: dict[str, ClientRow] = {
     "torchtitan TP=2, partial_dtensor, no AC, custom Functions cacheable": ClientRow(
         "torchtitan", TitanCase("tp", "partial_dtensor", ac="none"), CUSTOM_FUNCTIONS_CACHEABLE),
     "torchtitan TP=2, full_dtensor, no AC": ClientRow("torchtitan", TitanCase("tp", "full_dtensor", ac="none")),
+    "torchtitan TP=2, spmd_types, no AC": ClientRow("torchtitan", TitanCase("tp", "spmd_types", ac="none")),
+    "torchtitan TP=2, spmd_types type-checked, no AC": ClientRow(
+        "torchtitan", TitanCase("tp", "spmd_types", ac="none", spmd_typechecking=True)),
     "torchtitan FSDP2, no AC": ClientRow("torchtitan", TitanCase("fsdp", "partial_dtensor", ac="none")),
     "torchtitan dp2 x tp2, partial_dtensor, no AC": ClientRow(
         "torchtitan", TitanCase("dp_tp", "partial_dtensor", ac="none")),

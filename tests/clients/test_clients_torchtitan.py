@@ -44,6 +44,9 @@ MOE = MoECase()
 CP = CPCase(attention="math")
 RING = CPCase(attention="ring")
 CASES = [pytest.param(c, id=c.id) for c in (*LLAMA3, *SIMPLE_FSDP, MOE, CP)]
+# torchtitan's --debug.spmd_typechecking (AC off: a checkpointed block under
+# the checker is a dynamo_dist: break, which fullgraph=True refuses).
+TYPECHECKED = TitanCase("tp", "spmd_types", ac="none", spmd_typechecking=True)
 
 # Why torchtitan's default context parallelism cannot run here (measured on
 # torch 2.15.0, eagerly too: see test_ring_attention_has_no_cpu_sharding_strategy).
@@ -61,7 +64,7 @@ def world_results():
 
     def get(n: int) -> list[list[RunResult]]:
         if n not in cache:
-            cases = [p.values[0] for p in CASES if p.values[0].world_size == n]
+            cases = [c for c in (*(p.values[0] for p in CASES), TYPECHECKED) if c.world_size == n]
             eager_only = [RING] if RING.world_size == n else []
             cache[n] = run_in_world(torchtitan_world, n, cases, STEPS, eager_only, timeout=1200)
         return cache[n]
@@ -171,3 +174,17 @@ def test_ring_attention_trains_like_eager_and_stock_on_gpus():
     per_rank = run_in_world(torchtitan_world, RING.world_size, [RING], STEPS, [], timeout=1200,
                                  backend="nccl")
     _assert_trains_like_eager_and_stock(per_rank, RING)
+
+
+def test_spmd_type_checking_trains_like_eager_where_stock_crashes(world_results):
+    """torchtitan's default backend with its SPMD type checks on (the
+    checker in its global mode around each step): the plugin checks the
+    types while tracing and trains as eager does; stock crashes in the trace
+    on the checker's mesh."""
+    for results in world_results(TYPECHECKED.world_size):
+        runs = _modes(results, TYPECHECKED)
+        eager, stock, plugin = runs["eager"], runs["stock"], runs["plugin"]
+        assert eager.error is None, eager.report()
+        assert plugin.error is None and not plugin.failures, plugin.report()
+        assert plugin.max_loss_diff <= LOSS_TOL and plugin.max_grad_diff <= GRAD_TOL, plugin.report()
+        assert stock.error and "Opaque object of type" in stock.error, stock.report()
