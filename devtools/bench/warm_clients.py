@@ -17,9 +17,9 @@ trainer configures it (selective activation checkpointing) and without
 activation checkpointing (and, when named, once more with torch's opt-in for
 custom ``autograd.Function``s, which the plugin's keys make unneeded), TP=2 on
 ``full_dtensor`` and on ``spmd_types`` (torchtitan's default: plain tensors,
-explicit collectives; also with its ``--debug.spmd_typechecking``), FSDP2 and dp2 x tp2; torchtitan's SimpleFSDP (the whole
-model compiled, FSDP on 2 ranks and dp2 x tp2), its deepseek_v3 debugmodel
-with expert parallelism (EP=2) and its llama3 with context parallelism
+explicit collectives; also with its ``--debug.spmd_typechecking``), FSDP2
+and dp2 x tp2; torchtitan's SimpleFSDP (the whole model compiled, FSDP on 2
+ranks and dp2 x tp2), its deepseek_v3 debugmodel with expert parallelism (EP=2) and its llama3 with context parallelism
 (CP=2, SDPA's math backend); a tiny HF Llama, Qwen3-MoE and Mixtral with
 TP=2. A row whose client is not installed (or whose torch it does not
 support) is skipped with the reason.
