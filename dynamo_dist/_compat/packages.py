@@ -46,6 +46,7 @@ from torch._dynamo.precompile_context import PrecompileContext
 from torch._dynamo.types import GuardedCode, wrap_guarded_code
 
 from .distributed import folded_rank
+from . import spmd
 from .dynamo import precompile_caching
 
 log = logging.getLogger("dynamo_dist.packages")
@@ -112,6 +113,33 @@ def load_module_by_alias(original: Any) -> Any:
     return create_load_python_module
 
 
+class _CheckerPausedBackend:
+    """A saved backend that, deserialized, runs with spmd_types' checker off
+    the mode stack (``spmd.pause_checker_while``), as a graph traced under
+    the checker does in the process that traced it (``_hooks.core``)."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def after_deserialization(self) -> Any:
+        return spmd.pause_checker_while(self._backend.after_deserialization())
+
+
+def _checker_paused_backends(backends: Any) -> Any:
+    """The loaded backends, each paused for spmd_types' checker while
+    spmd_types is imported. Sound for every loaded graph: the pause acts
+    only where the checker is the top mode when the graph runs, and a
+    loaded frame runs only where its saved guard on the torch-function mode
+    stack (the modes' types) passes, so exactly where the tracing process
+    had the checker on the stack when it traced the graph and paused it
+    (a frame that enters or leaves the checker inside is traced with that
+    change and pauses alike, the pause deciding at run time either way).
+    Without spmd_types no checker can be on the stack: the backends as saved."""
+    if spmd.facts() is None or not isinstance(backends, dict):
+        return backends
+    return {k: _CheckerPausedBackend(v) for k, v in backends.items()}
+
+
 class LoadedGuardError(RuntimeError):
     """A package read from Dynamo's cache could not be installed in this
     process; torch traces the function afresh."""
@@ -128,8 +156,12 @@ def install_or_trace(original: Any) -> Any:
         try:
             _same_function(self)
             _bind_in_code_module(self)
-            with _only_this_process_variants(self):
-                original(self, backends)
+            # The saved guards' values are rebuilt as plain data, never
+            # through the caller's torch-function modes: the first call of a
+            # frame under spmd_types' checker loads it with the checker on,
+            # which would type-check (and refuse) the rebuilt tensors.
+            with _only_this_process_variants(self), torch._C.DisableTorchFunction():
+                original(self, _checker_paused_backends(backends))
         except RuntimeError:
             raise
         except Exception as e:
