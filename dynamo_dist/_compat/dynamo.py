@@ -927,7 +927,11 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
         if not unsaved and not overrides:
             _release_groups(builder, groups, sorted_guards)
             kept.append(saved_by_guard())
-            return original(self, builder, kept, output_graph)
+            # The guards' values are pickled as plain data, never through
+            # the caller's torch-function modes (spmd_types' checker in its
+            # global mode type-checks a tensor's ``__reduce_ex__`` and refuses it).
+            with torch._C.DisableTorchFunction():
+                return original(self, builder, kept, output_graph)
         reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
                   else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
         if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
