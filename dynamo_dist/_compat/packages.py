@@ -150,7 +150,10 @@ def install_or_trace(original: Any) -> Any:
     torch does not catch or the saved entry belongs to another function
     (``_same_function``), undoes what it installed, empties the package and
     raises ``LoadedGuardError``, so ``torch.compile`` traces the function as
-    if its cache held nothing."""
+    if its cache held nothing. A ``RuntimeError`` too (an ``SpmdTypeError``
+    of a rebuilt value): torch's own fallback for one initializes the
+    package again, which a package it initialized before the install
+    refuses (``AssertionError`` inside torch.compile)."""
 
     def install(self: Any, backends: Any) -> None:
         try:
@@ -162,9 +165,8 @@ def install_or_trace(original: Any) -> Any:
             # which would type-check (and refuse) the rebuilt tensors.
             with _only_this_process_variants(self), torch._C.DisableTorchFunction():
                 original(self, _checker_paused_backends(backends))
-        except RuntimeError:
-            raise
         except Exception as e:
+            name = getattr(self._innermost_fn, "__qualname__", self._innermost_fn)
             try:
                 self.uninstall()
             finally:
@@ -173,7 +175,7 @@ def install_or_trace(original: Any) -> Any:
                 # entries (``_codes``) still there.
                 CompilePackage.__init__(self, None)
             raise LoadedGuardError(
-                f"dynamo_dist: a saved entry of {getattr(self._innermost_fn, '__qualname__', self._innermost_fn)} "
+                f"dynamo_dist: a saved entry of {name} "
                 f"cannot be loaded in this process ({type(e).__name__}: {e}); it is traced again") from e
 
     install.__wrapped__ = original  # type: ignore[attr-defined]
