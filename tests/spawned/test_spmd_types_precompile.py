@@ -8,7 +8,7 @@ mode, traces the step again rather than run a saved variant (every frame
 that reads them; values and types still eager's).
 
 Cost: 4 worlds of 2 ranks (the first compiles with inductor), about 60-80 s on
-spmd_types 0.2.3)."""
+spmd_types 0.2.3."""
 
 from __future__ import annotations
 
