@@ -121,3 +121,45 @@ def rank_tp_values(cases: list[tuple[str, bool, str]]) -> dict:
                         "breaks": sum(counters["graph_break"].values()),
                     }
     return results
+
+
+def rank_restart(modes: list[str], other_group: bool = False, plugin: bool = True) -> dict:
+    """On a gloo rank under ``TORCH_CACHING_PRECOMPILE=1``: the TP step
+    (forward and backward) eager and compiled with inductor under each
+    checker mode in turn (one function, a variant per mode), then Dynamo's
+    cache entries saved. For each mode, eager's and the compiled step's
+    output, gradients and output types, and the graphs traced in this
+    process for the compiled call (0 where the frame was loaded).
+    ``other_group``: the current mesh over a group made in this process
+    (another name than WORLD's, with the same ranks). ``plugin``: False
+    runs stock torch."""
+    import dynamo_dist
+    from torch._dynamo.utils import counters
+    from torch.distributed.device_mesh import DeviceMesh
+
+    load()
+    if plugin:
+        dynamo_dist.install()
+    group = torch.distributed.new_group([0, 1]) if other_group else torch.distributed.group.WORLD
+    mesh = DeviceMesh.from_group(group, "cpu", mesh_dim_names=("tp",))
+    results = {}
+    for mode in modes:
+        result = results[mode] = {}
+        with spmd.set_current_mesh(mesh), checker(mode):
+            tp = spmd.current_mesh_names()["tp"]
+            # torch builds a loaded frame's guards when torch.compile wraps
+            # the function, reading the spmd_types state then: wrapped here.
+            for name, fn in (("eager", tp_step), ("compiled", torch.compile(tp_step))):
+                before = counters["stats"]["unique_graphs"]
+                x, w1, w2 = tp_inputs(mode, tp)
+                out = fn(x, w1, w2)
+                out.backward()
+                with spmd.no_typecheck():
+                    result[name] = {
+                        "out": out.item(), "grads": [t.grad.tolist() for t in (x, w1, w2)],
+                        "types": [repr(spmd.get_local_type(t)) if mode != "off" else None
+                                  for t in (out, x.grad, w1.grad, w2.grad)],
+                        "traced": counters["stats"]["unique_graphs"] - before,
+                    }
+    torch.compiler.save_cache_artifacts()
+    return results

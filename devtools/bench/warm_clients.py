@@ -77,7 +77,11 @@ ROWS: dict[str, ClientRow] = {
     "transformers Mixtral TP=2": ClientRow("transformers", HFCase(tp_size=2, family="mixtral")),
 }
 # Every row but torch's opt-in: the plugin admits the Functions it opens the cache to (it runs when named).
-DEFAULT_ROWS = tuple(name for name, row in ROWS.items() if not row.env)
+# torchtitan's spmd_types rows run when named (``--client-rows``, the restart
+# tool's ``--rows``), into results files of their own; the default rows are
+# those of the full runs saved as warm_start_clients_*.json and restart_*.json.
+SPMD_ROWS = ("torchtitan TP=2, spmd_types, no AC", "torchtitan TP=2, spmd_types type-checked, no AC")
+DEFAULT_ROWS = tuple(name for name, row in ROWS.items() if not row.env and name not in SPMD_ROWS)
 QUICK_ROWS = ("transformers Llama TP=2",)
 
 

@@ -591,6 +591,16 @@ def _importable(module: str, qualname: str) -> Any:
     return obj
 
 
+def _module_builtin(value: Any) -> bool:
+    """A function of an extension module (``torch._C._has_torch_function_unary``,
+    which ``torch.overrides`` and spmd_types' collectives call as
+    ``has_torch_function_unary``): its own module and qualified name find
+    it again, as a Python function's do. A builtin bound to an instance is
+    not one (its ``__self__`` is no module)."""
+    return inspect.isbuiltin(value) and inspect.ismodule(getattr(value, "__self__", None)) and isinstance(
+        getattr(value, "__module__", None), str)
+
+
 def _identity_description(value: Any) -> tuple[Callable[[Any], Callable[[Any], bool]], Any, str] | None:
     """How an object under ``guard_identity`` is found again in another
     process: (check_from, description, what it is), or None."""
@@ -599,7 +609,7 @@ def _identity_description(value: Any) -> tuple[Callable[[Any], Callable[[Any], b
         if identity is not None:
             return same_group, identity, f"process group {identity[0]!r} (ranks {list(identity[1])}, {identity[2]})"
         return None
-    if isinstance(value, type) or inspect.isfunction(value):
+    if isinstance(value, type) or inspect.isfunction(value) or _module_builtin(value):
         path = (value.__module__, value.__qualname__)
         if "<locals>" not in path[1] and _importable(*path) is value:
             return same_importable, path, f"{path[0]}.{path[1]}"
@@ -925,7 +935,11 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
         if not unsaved and not overrides:
             _release_groups(builder, groups, sorted_guards)
             kept.append(saved_by_guard())
-            return original(self, builder, kept, output_graph)
+            # The guards' values are pickled as plain data, never through
+            # the caller's torch-function modes (spmd_types' checker in its
+            # global mode type-checks a tensor's ``__reduce_ex__`` and refuses it).
+            with torch._C.DisableTorchFunction():
+                return original(self, builder, kept, output_graph)
         reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
                   else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
         if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass

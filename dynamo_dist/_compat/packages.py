@@ -46,6 +46,7 @@ from torch._dynamo.precompile_context import PrecompileContext
 from torch._dynamo.types import GuardedCode, wrap_guarded_code
 
 from .distributed import folded_rank
+from . import spmd
 from .dynamo import precompile_caching
 
 log = logging.getLogger("dynamo_dist.packages")
@@ -112,6 +113,33 @@ def load_module_by_alias(original: Any) -> Any:
     return create_load_python_module
 
 
+class _CheckerPausedBackend:
+    """A saved backend that, deserialized, runs with spmd_types' checker off
+    the mode stack (``spmd.pause_checker_while``), as a graph traced under
+    the checker does in the process that traced it (``_hooks.core``)."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def after_deserialization(self) -> Any:
+        return spmd.pause_checker_while(self._backend.after_deserialization())
+
+
+def _checker_paused_backends(backends: Any) -> Any:
+    """The loaded backends, each paused for spmd_types' checker while
+    spmd_types is imported. Sound for every loaded graph: the pause acts
+    only where the checker is the top mode when the graph runs, and a
+    loaded frame runs only where its saved guard on the torch-function mode
+    stack (the modes' types) passes, so exactly where the tracing process
+    had the checker on the stack when it traced the graph and paused it
+    (a frame that enters or leaves the checker inside is traced with that
+    change and pauses alike, the pause deciding at run time either way).
+    Without spmd_types no checker can be on the stack: the backends as saved."""
+    if spmd.facts() is None or not isinstance(backends, dict):
+        return backends
+    return {k: _CheckerPausedBackend(v) for k, v in backends.items()}
+
+
 class LoadedGuardError(RuntimeError):
     """A package read from Dynamo's cache could not be installed in this
     process; torch traces the function afresh."""
@@ -122,17 +150,23 @@ def install_or_trace(original: Any) -> Any:
     torch does not catch or the saved entry belongs to another function
     (``_same_function``), undoes what it installed, empties the package and
     raises ``LoadedGuardError``, so ``torch.compile`` traces the function as
-    if its cache held nothing."""
+    if its cache held nothing. A ``RuntimeError`` too (an ``SpmdTypeError``
+    of a rebuilt value): torch's own fallback for one initializes the
+    package again, which a package it initialized before the install
+    refuses (``AssertionError`` inside torch.compile)."""
 
     def install(self: Any, backends: Any) -> None:
         try:
             _same_function(self)
             _bind_in_code_module(self)
-            with _only_this_process_variants(self):
-                original(self, backends)
-        except RuntimeError:
-            raise
+            # The saved guards' values are rebuilt as plain data, never
+            # through the caller's torch-function modes: the first call of a
+            # frame under spmd_types' checker loads it with the checker on,
+            # which would type-check (and refuse) the rebuilt tensors.
+            with _only_this_process_variants(self), torch._C.DisableTorchFunction():
+                original(self, _checker_paused_backends(backends))
         except Exception as e:
+            name = getattr(self._innermost_fn, "__qualname__", self._innermost_fn)
             try:
                 self.uninstall()
             finally:
@@ -141,7 +175,7 @@ def install_or_trace(original: Any) -> Any:
                 # entries (``_codes``) still there.
                 CompilePackage.__init__(self, None)
             raise LoadedGuardError(
-                f"dynamo_dist: a saved entry of {getattr(self._innermost_fn, '__qualname__', self._innermost_fn)} "
+                f"dynamo_dist: a saved entry of {name} "
                 f"cannot be loaded in this process ({type(e).__name__}: {e}); it is traced again") from e
 
     install.__wrapped__ = original  # type: ignore[attr-defined]
