@@ -250,9 +250,14 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any]) -> str:
         return MORE_BREAKS
     # A break stock takes and the plugin does not can leave stock fewer graphs
     # (both halves empty): more graphs count against the plugin only at as many
-    # breaks; more recompiles always do.
-    if plugin.get("recompiles", 0) > stock.get("recompiles", 0) or (
-            plugin["breaks"] == stock["breaks"] and plugin["frames"] > stock["frames"]):
+    # breaks. Recompiles count beyond stock's, except that code the plugin
+    # compiles where stock breaks may take its one static-to-dynamic step when
+    # a size changes (one per frame it compiled), which stock, running that
+    # code eagerly, never takes.
+    recompiles, allowed = plugin.get("recompiles", 0), stock.get("recompiles", 0)
+    if plugin["breaks"] < stock["breaks"]:
+        allowed += plugin["frames"] - recompiles
+    if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and plugin["frames"] > stock["frames"]):
         return MORE_FRAMES
     if (plugin["breaks"], plugin["frames"]) != (stock["breaks"], stock["frames"]):
         return PLUGIN_BETTER

@@ -117,7 +117,10 @@ BASE = {"breaks": 1, "frames": 2, "recompiles": 0, "reasons": []}
     (BASE, {**BASE, "frames": 3}, stock.MORE_FRAMES),
     # Stock's breaks left it no graph; the plugin compiled the program whole (2.11.0, shrunk by the fuzz).
     ({**BASE, "breaks": 6, "frames": 0}, {**BASE, "breaks": 0, "frames": 1}, stock.PLUGIN_BETTER),
-    (BASE, {**BASE, "breaks": 0, "frames": 3, "recompiles": 1}, stock.MORE_FRAMES),
+    (BASE, {**BASE, "frames": 3, "recompiles": 1}, stock.MORE_FRAMES),
+    # Where stock breaks everywhere, a changed size recompiles the plugin's one frame once (2.11.0, shrunk).
+    ({**BASE, "breaks": 5, "frames": 0}, {**BASE, "breaks": 0, "frames": 2, "recompiles": 1}, stock.PLUGIN_BETTER),
+    ({**BASE, "breaks": 5, "frames": 0}, {**BASE, "breaks": 0, "frames": 3, "recompiles": 2}, stock.MORE_FRAMES),
 ])
 def test_each_rank_is_judged_stock_beside_plugin(stock_side, plugin_side, outcome):
     assert stock.rank_outcome(stock_side, plugin_side) == outcome
