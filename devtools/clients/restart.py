@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,9 +51,15 @@ JOBS = (1, 2)
 PRECOMPILE = (("TORCH_CACHING_PRECOMPILE", "1"),)
 
 
+_RAISED = re.compile(r"^[\w.]*(Error|Exception|Unsupported|Interrupt)\b")
+
+
 def _last_line(error: str) -> str:
-    lines = error.strip().splitlines()
-    return lines[-1] if lines else error
+    """The error's last line that names what was raised (Dynamo follows it
+    with the user's stack and advice), else its last line."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    return raised[-1] if raised else (lines[-1] if lines else error)
 
 
 def job_on_rank(side: str, name: str, cache_root: str, steps: int, layout: str = PER_RANK) -> dict[str, Any]:

@@ -221,3 +221,17 @@ def test_compile_once_scale_runs_small_and_writes_a_whole_file(tmp_path):
     killed = rows[("new", "fetcher_dies")]
     assert killed["died"] == 1 and killed["decisions"] == {"compile": 1, "load": 14}
     assert "Compile once at scale" in proc.stdout
+
+
+def test_a_restart_error_is_the_line_that_names_what_was_raised():
+    """Dynamo ends an error with the user's stack and its advice; the
+    restart table shows what was raised."""
+    from devtools.clients.restart import _last_line
+
+    error = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+             "torch._dynamo.exc.InternalTorchDynamoError: TypeError: Opaque object of type 'DeviceMesh'\n\n"
+             "from user code:\n   File \"y.py\", line 3, in g\n    cached = self._meshes.get(axis_size)\n\n"
+             "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace\n")
+    raised = "torch._dynamo.exc.InternalTorchDynamoError: TypeError: Opaque object of type 'DeviceMesh'"
+    assert _last_line(error) == raised
+    assert _last_line("exited 1: no line names an exception") == "exited 1: no line names an exception"
