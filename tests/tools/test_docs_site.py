@@ -37,6 +37,7 @@ GENERATED = {
     "result-guard_cost_loaded_2.13.0": "docs/benchmarks.md",
     "result-restart_2.15.0": "docs/benchmarks.md",
     "result-restart_shared_2.15.0": "docs/benchmarks.md",
+    "result-restart_spmd_2.15.0": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m devtools bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",
