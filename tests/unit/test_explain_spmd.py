@@ -131,7 +131,7 @@ def test_a_break_inside_an_spmd_call_is_placed_at_the_users_line(tp_mesh, breaki
     text = str(report)
     rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
     assert any(row[:3] == ["1", report.breaks[0].where, "tp_step"] for row in rows), text
-    assert f"inside: {report.breaks[0].inside}" in text
+    assert f"inside: {report.breaks[0].inside}" in " ".join(text.split())  # a long path wraps
 
 
 def _plain_step(x):
