@@ -269,3 +269,79 @@ def programs_users_write():
         found[name] = worst
     dynamo_dist.uninstall()
     return found
+
+
+def _uneven_loss_parallel(x, mesh):
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    d = DTensor.from_local(x * 2, mesh, [Shard(0)], run_check=False)
+    d = d.redistribute(d.device_mesh, [Shard(1)])
+    target = torch.arange(d.shape[0]) % d.shape[1]
+    with loss_parallel():
+        loss = torch.nn.functional.cross_entropy(d, target)
+    return loss * 2
+
+
+def _uneven_redistribute(x, mesh):
+    from torch.distributed.tensor import DTensor, Shard
+
+    d = DTensor.from_local(x * 2, mesh, [Shard(0)], run_check=False)
+    d = d.redistribute(d.device_mesh, [Shard(1)])
+    return d, torch.arange(d.shape[0]) % d.shape[1]
+
+
+def _uneven_distribute(x, mesh):
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    return distribute_tensor(x, mesh, [Shard(2)])
+
+
+# Programs whose dynamic sizes split unevenly over the ranks, with the
+# shapes of their successive calls (the local input of each rank).
+UNEVEN_DYNAMIC = {
+    "loss_parallel": (_uneven_loss_parallel, [(5, 2), (5, 4), (5, 7)]),
+    "redistribute": (_uneven_redistribute, [(5, 2), (5, 4), (5, 7)]),
+    "distribute_tensor": (_uneven_distribute, [(2, 2, 2), (2, 2, 4), (2, 2, 7)]),
+}
+
+
+def uneven_dynamic_sizes(name, plugin, calls=None):
+    """Compile ``UNEVEN_DYNAMIC[name]`` with ``dynamic=True`` (with the
+    plugin, or stock) and call it on its shapes (the first ``calls``).
+    Returns {"graphs": the code of each graph compiled, "wrong": the
+    largest |compiled - eager| over the calls, "error": the first call's
+    error (then the calls stop)}."""
+    from dynamo_dist._compat import observe as O
+    from dynamo_dist.testing import make_mesh
+    import dynamo_dist
+
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+    fn, shapes = UNEVEN_DYNAMIC[name]
+    mesh = make_mesh((dist.get_world_size(),))
+    if plugin:
+        dynamo_dist.install()
+    O.reset_dynamo()
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm.code.strip())
+        return aot_eager(gm, inputs)
+
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    found = {"graphs": graphs, "wrong": 0.0, "error": None}
+    for call, shape in enumerate(shapes[:calls]):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(call)) + 0.5 * dist.get_rank()
+        want = fn(x, mesh)
+        try:
+            got = compiled(x, mesh)
+        except Exception as e:
+            found["error"] = f"call {call}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+            break
+        for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
+            # Each rank's piece: no collective, as a peer may have failed.
+            w, g = (t.to_local() if hasattr(t, "to_local") else t for t in (w, g))
+            found["wrong"] = max(found["wrong"], (w.float() - g.float()).abs().max().item())
+    O.reset_dynamo()
+    dynamo_dist.uninstall()
+    return found

@@ -4,6 +4,7 @@ placement types with the fields that define them."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import logging
@@ -230,6 +231,40 @@ def mesh_full_tensor_list(mesh: Any) -> list:
 def mesh_dim_index(mesh: Any, name: str) -> int:
     """The index of the mesh dim called ``name`` (raises like eager)."""
     return mesh._get_mesh_dim_by_name(name)
+
+
+def splits_by_coordinate(p: Any) -> bool:
+    """Whether a placement gives each coordinate its own piece of a dim
+    (``Shard`` and ``_StridedShard``, which is not a ``Shard`` subclass)."""
+    return isinstance(p, (_pt.Shard, _pt._StridedShard))
+
+
+@contextlib.contextmanager
+def as_coordinate(mesh: Any, coordinate: tuple[int, ...]) -> Any:
+    """Run DTensor's code as the rank at ``coordinate`` of ``mesh`` would:
+    its coordinate (``get_coordinate``, ``_sym_get_coordinate``) and its
+    rank in each mesh dim's group (``get_local_rank``, which asks the
+    group itself). For fake tensors only (the groups stay this rank's).
+    The redistribution plans cached by spec hold per-rank shapes, so the
+    cache is emptied on entry and on exit (no plan made as another rank
+    outlives the block)."""
+    saved = mesh._coordinate_on_dim
+    coordinate = tuple(coordinate)
+
+    def local_rank(mesh_dim: int | str | None = None) -> int:
+        if isinstance(mesh_dim, str):
+            mesh_dim = mesh_dim_index(mesh, mesh_dim)
+        return coordinate[mesh_dim or 0]
+
+    _redistribute._gen_transform_infos.cache_clear()
+    mesh._coordinate_on_dim = coordinate
+    mesh.get_local_rank = local_rank
+    try:
+        yield
+    finally:
+        mesh._coordinate_on_dim = saved
+        del mesh.get_local_rank
+        _redistribute._gen_transform_infos.cache_clear()
 
 
 # -- the WORLD holders ----------------------------------------------------------

@@ -23,6 +23,7 @@ import typing
 from typing import Any, Callable
 
 import torch._dynamo
+from torch._dispatch.python import enable_python_dispatcher as _enable_python_dispatcher
 from torch._dynamo.bytecode_transformation import create_call_function
 from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
 from torch._dynamo.exc import PackageError
@@ -191,6 +192,21 @@ def graph_call(tx: Any, op: Callable[..., Any], tensors: list, constants: tuple 
     # intermediate unbacked sizes never reach the output.
     with tx.output.fake_mode.shape_env.ignore_fresh_unbacked_symbols():
         return wrap_fx_proxy(tx, proxy)
+
+
+def run_on_fakes(tx: Any, op: Callable[..., Any], *values: Any) -> Any:
+    """``op(*values)`` on the trace's fake tensors, outside the graph: what it
+    computes is dropped, what it asks of sizes stays (the guards the shape
+    environment adds as it answers)."""
+    fake_mode = tx.output.fake_mode
+    # As Dynamo runs a node for its example value (``get_fake_value``).
+    with fake_mode, _enable_python_dispatcher(), fake_mode.shape_env.ignore_fresh_unbacked_symbols():
+        return op(*values)
+
+
+def has_symbolic_size(value: Any) -> bool:
+    """Whether a (fake) tensor's shape holds a size that is not a constant."""
+    return any(isinstance(n, torch.SymInt) and not n.node.expr.is_number for n in value.shape)
 
 
 def graph_mark(tx: Any) -> tuple[Any, frozenset]:

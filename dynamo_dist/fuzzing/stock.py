@@ -240,8 +240,12 @@ def failure(side: dict[str, Any]) -> str | None:
     return side.get("error") or side.get("wrong")
 
 
-def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any]) -> str:
-    """One rank's outcome (one of ``OUTCOMES``)."""
+def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any], world_recompiles: int = 0) -> str:
+    """One rank's outcome (one of ``OUTCOMES``). ``world_recompiles``: the
+    most recompiles any of stock's ranks made. A recompile stalls the whole
+    job (every rank waits for it at the next collective), and the plugin
+    makes all ranks decide alike where stock's ranks differ, so a rank's
+    recompiles count beyond the most of any stock rank, not its own."""
     if not like_eager(stock):
         return STOCK_FAILS if like_eager(plugin) else BOTH_FAIL
     if not like_eager(plugin):
@@ -250,16 +254,18 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any]) -> str:
         return MORE_BREAKS
     # A break stock takes and the plugin does not can leave stock fewer graphs
     # (both halves empty): more graphs count against the plugin only at as many
-    # breaks. Recompiles count beyond stock's, except that code the plugin
+    # breaks (a graph: a frame's first compile, a recompile counted apart).
+    # Recompiles count beyond stock's, except that code the plugin
     # compiles where stock breaks may take its one static-to-dynamic step when
     # a size changes (one per frame it compiled), which stock, running that
     # code eagerly, never takes.
-    recompiles, allowed = plugin.get("recompiles", 0), stock.get("recompiles", 0)
+    recompiles, allowed = plugin.get("recompiles", 0), max(stock.get("recompiles", 0), world_recompiles)
+    graphs = plugin["frames"] - recompiles, stock["frames"] - stock.get("recompiles", 0)
     if plugin["breaks"] < stock["breaks"]:
-        allowed += plugin["frames"] - recompiles
-    if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and plugin["frames"] > stock["frames"]):
+        allowed += graphs[0]
+    if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and graphs[0] > graphs[1]):
         return MORE_FRAMES
-    if (plugin["breaks"], plugin["frames"]) != (stock["breaks"], stock["frames"]):
+    if (plugin["breaks"], graphs[0]) != (stock["breaks"], graphs[1]) or recompiles < stock.get("recompiles", 0):
         return PLUGIN_BETTER
     return SAME
 
@@ -276,7 +282,8 @@ def judge(stock: list[dict[str, Any]], plugin: list[dict[str, Any]]) -> tuple[st
     stock failure) and a description of both sides on every rank. Raises
     ``AssertionError`` with that description when the plugin is worse than
     stock."""
-    outcomes = [rank_outcome(s, p) for s, p in zip(stock, plugin)]
+    world = max((s["recompiles"] for s in stock if isinstance(s.get("recompiles"), int)), default=0)
+    outcomes = [rank_outcome(s, p, world) for s, p in zip(stock, plugin)]
     order = [*FAILURES, STOCK_FAILS, BOTH_FAIL, PLUGIN_BETTER, SAME]
     outcome = min(outcomes, key=order.index)
     text = "\n".join(f"rank {r}: {o}\n  stock:  {_describe(s)}\n  plugin: {_describe(p)}"

@@ -262,6 +262,14 @@ class Break(enum.Enum):
         hints=("Distribute the tensor outside the compiled function and pass the DTensor in, or use "
                "torch._dynamo.maybe_mark_dynamic, which lets the trace specialize.",),
     )
+    RANK_DEPENDENT_SIZES = BreakSpec(
+        gb_type="DTensor shapes of every rank under dynamic sizes",
+        explanation="{what} shards a dynamic size over {count} coordinates of the mesh, and each rank's piece "
+        "of it has its own size; to decide alike on every rank, each rank checks the sizes of every other "
+        "rank's piece while tracing, which is refused here ({why}), so the call runs eagerly.",
+        hints=("Keep the sharded size static (torch._dynamo.mark_static, or a fixed size) or shard it over "
+               "fewer ranks inside the compiled region.",),
+    )
     DTENSOR_MODE = BreakSpec(
         gb_type="DTensor mode entered inside the compiled region",
         explanation="`{what}` changes how DTensor dispatches ops ({why}) for the code it wraps; Dynamo traces "

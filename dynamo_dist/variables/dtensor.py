@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import types
 import zlib
 from typing import Any, Callable
@@ -109,18 +110,82 @@ def _is_dtensor_var(vt: Any) -> bool:
         return False
 
 
-def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: Any, *baked: Any) -> Any:
+def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: Any, *baked: Any,
+                by_coordinate: bool = True) -> Any:
     """``op(tensor)`` as one graph call. ``baked``: every value ``op`` closes
     over; when each has a stable identity the node is ``baked_ops.call(key,
-    tensor)`` (the compile caches key it), else ``op`` itself (they bypass)."""
+    tensor)`` (the compile caches key it), else ``op`` itself (they bypass).
+    ``by_coordinate``: whether the shapes ``op`` computes may depend on the
+    rank's coordinate (then each rank traces it as every coordinate)."""
     fn_name = f"dynamo_dist_{name}"
     op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
     op.__doc__ = what
     key = baked_ops.bake(op, what, (name, *baked))
+    if by_coordinate:
+        _trace_as_every_coordinate(tx, op, what, tensor, baked)
     if key is None:
         log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
         return C.graph_call(tx, op, [tensor])
     return C.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
+
+
+# The most coordinates a graph call is traced as (each a run on fakes).
+EVERY_COORDINATE_LIMIT = 64
+
+
+def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tensor: Any, baked: tuple) -> None:
+    """Make every rank decide alike on ``op``'s dynamic sizes.
+
+    Each rank traces ``op`` as its own coordinate. Where a sharded size is
+    symbolic, the sizes it asks about differ by rank: for ``s`` split over
+    two ranks, ``ceil(s/2) == 1`` on the first and ``s - ceil(s/2) == 1`` on
+    the second. Guarding only its own answers, one rank's graph fixes
+    ``s = 2`` while its peer's keeps it symbolic; the ranks then run
+    different graphs, and one waits in a collective its peer never joins
+    (stock torch does this too). So before the graph call, every rank runs
+    ``op`` on the fakes as every coordinate along the mesh dims its input or
+    output shards, in the same order: the shape environments of all ranks
+    see the same questions in the same order, add the same guards and
+    specialize alike, and the graph call then asks nothing new."""
+    value = C.example_value(tensor)
+    if not isinstance(value, torch.Tensor) or C.compile_on_one_rank() or not C.has_symbolic_size(value):
+        return
+    mesh = value.device_mesh if isinstance(value, DTensor) else _baked_mesh(baked)
+    if mesh is None or mesh.get_coordinate() is None:
+        return
+    first = (0,) * mesh.ndim
+    out = _run_as(tx, op, what, value, mesh, first, 1)
+    dims = {i for v in (value, out) if isinstance(v, DTensor) for i, p in enumerate(v.placements)
+            if C.splits_by_coordinate(p) and mesh.size(i) > 1}
+    axes = [range(mesh.size(d)) if d in dims else (0,) for d in range(mesh.ndim)]
+    coordinates = list(itertools.product(*axes))
+    if len(coordinates) > EVERY_COORDINATE_LIMIT:
+        graph_break(Break.RANK_DEPENDENT_SIZES, context=what, what=what, count=len(coordinates),
+                    why=f"more than {EVERY_COORDINATE_LIMIT} coordinates")
+    log.debug("%s: traced as each of %d coordinates of the mesh (a size is dynamic)", what, len(coordinates))
+    for coordinate in coordinates[1:]:
+        _run_as(tx, op, what, value, mesh, coordinate, len(coordinates))
+
+
+def _run_as(tx: Any, op: Callable[..., Any], what: str, value: Any, mesh: Any, coordinate: tuple, count: int) -> Any:
+    try:
+        with C.as_coordinate(mesh, coordinate):
+            return C.run_on_fakes(tx, op, value)
+    except C.Unsupported:
+        raise
+    except Exception as e:
+        first_line = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        graph_break(Break.RANK_DEPENDENT_SIZES, context=what, what=what, count=count,
+                    why=f"as coordinate {coordinate} it raised {type(e).__name__}: {first_line}")
+
+
+def _baked_mesh(baked: tuple) -> Any:
+    """The mesh among a graph call's baked values (itself, or an option's value)."""
+    for item in baked:
+        for v in (item.values() if isinstance(item, dict) else (item,)):
+            if isinstance(v, C.DeviceMesh):
+                return v
+    return None
 
 
 # -- attributes of DTensors made in the frame ----------------------------------
@@ -240,8 +305,10 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
               short_repr(mesh), shown, run_check)
     # run_check's collectives use the world group and check shapes unless given.
     checked = (dist.group.WORLD, "shape" not in options and "stride" not in options) if run_check else None
+    # The global shape is the local one times the shards, the same on every
+    # rank, unless the caller gives it (``shape=``, which may split unevenly).
     return _graph_call(tx, op, "from_local", f"DTensor.from_local({short_repr(mesh)}, {shown})", local,
-                       mesh, options, checked)
+                       mesh, options, checked, by_coordinate="shape" in options)
 
 
 def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable[[Any], Any]:

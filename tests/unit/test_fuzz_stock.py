@@ -141,3 +141,15 @@ def test_an_example_is_its_worst_rank():
     better = {**BASE, "breaks": 0}
     failing = {**BASE, "error": "call 0: boom"}
     assert stock.judge([BASE, failing], [better, BASE])[0] == stock.STOCK_FAILS
+
+
+def test_recompiles_count_beyond_the_most_of_any_stock_rank():
+    """Stock's ranks specialized an unevenly split dynamic size differently
+    (only rank 1 recompiled); the plugin's ranks decide alike, so both
+    recompile once: no rank is worse than the job stock runs. One more is."""
+    stock_ranks = [{**BASE, "recompiles": 0}, {**BASE, "frames": 3, "recompiles": 1}]
+    plugin_ranks = [{**BASE, "frames": 3, "recompiles": 1}] * 2
+    assert stock.rank_outcome(stock_ranks[0], plugin_ranks[0]) == stock.MORE_FRAMES
+    assert stock.judge(stock_ranks, plugin_ranks)[0] == stock.SAME
+    with pytest.raises(AssertionError, match=stock.MORE_FRAMES):
+        stock.judge(stock_ranks, [{**BASE, "frames": 4, "recompiles": 2}] * 2)
