@@ -306,42 +306,44 @@ UNEVEN_DYNAMIC = {
 }
 
 
-def uneven_dynamic_sizes(name, plugin, calls=None):
-    """Compile ``UNEVEN_DYNAMIC[name]`` with ``dynamic=True`` (with the
-    plugin, or stock) and call it on its shapes (the first ``calls``).
-    Returns {"graphs": the code of each graph compiled, "wrong": the
-    largest |compiled - eager| over the calls, "error": the first call's
-    error (then the calls stop)}."""
+def uneven_dynamic_sizes(names, plugin, calls=None):
+    """Compile each of ``UNEVEN_DYNAMIC[name]`` for ``names`` with
+    ``dynamic=True`` (with the plugin, or stock) and call it on its shapes
+    (the first ``calls``). Returns {name: {"graphs": the code of each graph
+    compiled, "wrong": the largest |compiled - eager| over the calls,
+    "error": the first call's error (then its calls stop)}}."""
     from dynamo_dist._compat import observe as O
     from dynamo_dist.testing import make_mesh
     import dynamo_dist
 
     aot_eager = torch._dynamo.lookup_backend("aot_eager")
-    fn, shapes = UNEVEN_DYNAMIC[name]
     mesh = make_mesh((dist.get_world_size(),))
     if plugin:
         dynamo_dist.install()
-    O.reset_dynamo()
-    graphs = []
+    results = {}
+    for name in names:
+        fn, shapes = UNEVEN_DYNAMIC[name]
+        O.reset_dynamo()
+        graphs = []
 
-    def backend(gm, inputs):
-        graphs.append(gm.code.strip())
-        return aot_eager(gm, inputs)
+        def backend(gm, inputs):
+            graphs.append(gm.code.strip())
+            return aot_eager(gm, inputs)
 
-    compiled = torch.compile(fn, backend=backend, dynamic=True)
-    found = {"graphs": graphs, "wrong": 0.0, "error": None}
-    for call, shape in enumerate(shapes[:calls]):
-        x = torch.randn(shape, generator=torch.Generator().manual_seed(call)) + 0.5 * dist.get_rank()
-        want = fn(x, mesh)
-        try:
-            got = compiled(x, mesh)
-        except Exception as e:
-            found["error"] = f"call {call}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
-            break
-        for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
-            # Each rank's piece: no collective, as a peer may have failed.
-            w, g = (t.to_local() if hasattr(t, "to_local") else t for t in (w, g))
-            found["wrong"] = max(found["wrong"], (w.float() - g.float()).abs().max().item())
+        compiled = torch.compile(fn, backend=backend, dynamic=True)
+        found = results[name] = {"graphs": graphs, "wrong": 0.0, "error": None}
+        for call, shape in enumerate(shapes[:calls]):
+            x = torch.randn(shape, generator=torch.Generator().manual_seed(call)) + 0.5 * dist.get_rank()
+            want = fn(x, mesh)
+            try:
+                got = compiled(x, mesh)
+            except Exception as e:
+                found["error"] = f"call {call}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+                break
+            for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
+                # Each rank's piece: no collective, as a peer may have failed.
+                w, g = (t.to_local() if hasattr(t, "to_local") else t for t in (w, g))
+                found["wrong"] = max(found["wrong"], (w.float() - g.float()).abs().max().item())
     O.reset_dynamo()
     dynamo_dist.uninstall()
-    return found
+    return results

@@ -254,7 +254,11 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any], world_recompiles
         return MORE_BREAKS
     # A break stock takes and the plugin does not can leave stock fewer graphs
     # (both halves empty): more graphs count against the plugin only at as many
-    # breaks (a graph: a frame's first compile, a recompile counted apart).
+    # breaks (a graph: a frame's first compile, a recompile counted apart), and
+    # only where stock compiled a graph at all: where it compiled none (2.11
+    # runs a frame that calls a function it skips wholly eagerly), the
+    # plugin's graphs are code compiled that stock ran eagerly, not stock's
+    # graphs split into more pieces.
     # Recompiles count beyond stock's, except that code the plugin
     # compiles where stock breaks may take its one static-to-dynamic step when
     # a size changes (one per frame it compiled), which stock, running that
@@ -263,7 +267,7 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any], world_recompiles
     graphs = plugin["frames"] - recompiles, stock["frames"] - stock.get("recompiles", 0)
     if plugin["breaks"] < stock["breaks"]:
         allowed += graphs[0]
-    if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and graphs[0] > graphs[1]):
+    if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and graphs[0] > graphs[1] > 0):
         return MORE_FRAMES
     if (plugin["breaks"], graphs[0]) != (stock["breaks"], graphs[1]) or recompiles < stock.get("recompiles", 0):
         return PLUGIN_BETTER

@@ -121,6 +121,10 @@ BASE = {"breaks": 1, "frames": 2, "recompiles": 0, "reasons": []}
     # Where stock breaks everywhere, a changed size recompiles the plugin's one frame once (2.11.0, shrunk).
     ({**BASE, "breaks": 5, "frames": 0}, {**BASE, "breaks": 0, "frames": 2, "recompiles": 1}, stock.PLUGIN_BETTER),
     ({**BASE, "breaks": 5, "frames": 0}, {**BASE, "breaks": 0, "frames": 3, "recompiles": 2}, stock.MORE_FRAMES),
+    # `x * 2; dist.barrier(); return x`: stock 2.11.0 runs the frame eagerly (its break on a skipped
+    # function), the plugin compiles `x * 2` and breaks at the barrier as often (shrunk by the fuzz).
+    ({**BASE, "breaks": 2, "frames": 0}, {**BASE, "breaks": 2, "frames": 1}, stock.PLUGIN_BETTER),
+    ({**BASE, "breaks": 2, "frames": 0}, {**BASE, "breaks": 2, "frames": 2, "recompiles": 1}, stock.MORE_FRAMES),
 ])
 def test_each_rank_is_judged_stock_beside_plugin(stock_side, plugin_side, outcome):
     assert stock.rank_outcome(stock_side, plugin_side) == outcome

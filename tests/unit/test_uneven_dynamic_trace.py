@@ -15,6 +15,10 @@ from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import fake_world, make_mesh
 from dynamo_dist.variables.dtensor import EVERY_COORDINATE_LIMIT
 
+# The fake runs as other coordinates read DeviceMesh and DTensor internals
+# that differ between releases.
+pytestmark = pytest.mark.release
+
 
 def _redistribute(d, mesh):
     return d.redistribute(mesh, [Shard(1)]) * 2
