@@ -247,7 +247,9 @@ def as_coordinate(mesh: Any, coordinate: tuple[int, ...]) -> Any:
     group itself). For fake tensors only (the groups stay this rank's).
     The redistribution plans cached by spec hold per-rank shapes, so the
     cache is emptied on entry and on exit (no plan made as another rank
-    outlives the block)."""
+    outlives the block). Not a hook: it changes one mesh object for the
+    length of the block, on fakes, and puts every value back on the way out
+    (the instance's ``get_local_rank`` is removed again, the class's shows)."""
     saved = mesh._coordinate_on_dim
     coordinate = tuple(coordinate)
 

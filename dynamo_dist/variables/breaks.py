@@ -378,6 +378,13 @@ def short_repr(value: Any) -> str:
     return repr(value)
 
 
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """An error's first line (at most ``limit`` characters), or its type's
+    name when it has no text: how a break quotes the error it stands for."""
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
 def short_args_repr(pargs: list, pkwargs: dict) -> str:
     """``1, 'tp', dim=0`` for the arguments of a folded call."""
     return ", ".join([*map(short_repr, pargs), *(f"{k}={short_repr(v)}" for k, v in pkwargs.items())])

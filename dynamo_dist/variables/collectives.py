@@ -28,7 +28,7 @@ from typing import Any
 from .. import _compat as C
 from ..tracked_types import TrackedType, declare
 from .base import DistObjectVariable, unsupported_member
-from .breaks import GB_PREFIX, Break, graph_break
+from .breaks import GB_PREFIX, Break, first_line, graph_break
 from .folding import NO_VALUE, real_value
 from .members import Kind, Member, MemberTable
 
@@ -79,7 +79,7 @@ def traced_call(tx: Any, what: str, form: Any, args: list, kwargs: dict, asynchr
     except C.Unsupported as e:  # Dynamo's own words would name torch's internals, not the call
         if str(e).startswith(GB_PREFIX):
             raise
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = first_line(e)
         graph_break(Break.FORM_NOT_TRACED, context=f"{what}: {reason}", what=what, reason=reason)
     if not asynchronous:
         return C.constant(None)
@@ -131,7 +131,7 @@ def stock_call(vt: Any, tx: Any, member: Member, args: list, kwargs: dict) -> An
     try:
         return stock.call_function(tx, args, kwargs)
     except C.Unsupported as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = first_line(e)
         graph_break(Break.NOT_TRACED_BY_TORCH, context=f"{what}: {reason}", what=what, reason=reason)
 
 

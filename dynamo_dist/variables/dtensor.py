@@ -31,7 +31,7 @@ from .. import _compat as C
 from ..caching import baked_ops
 from ..guards import install_identity_guard
 from ..tracked_types import TrackedType, declare
-from .breaks import Break, short_repr, short_args_repr, graph_break, log
+from .breaks import Break, first_line, short_repr, short_args_repr, graph_break, log
 from .build import build
 from .device_mesh import known_meshes
 from .folding import as_readable_sequence, constants_or_none
@@ -111,18 +111,19 @@ def _is_dtensor_var(vt: Any) -> bool:
 
 
 def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: Any, *baked: Any,
-                by_coordinate: bool = True) -> Any:
+                mesh: Any = None, by_coordinate: bool = True) -> Any:
     """``op(tensor)`` as one graph call. ``baked``: every value ``op`` closes
     over; when each has a stable identity the node is ``baked_ops.call(key,
     tensor)`` (the compile caches key it), else ``op`` itself (they bypass).
     ``by_coordinate``: whether the shapes ``op`` computes may depend on the
-    rank's coordinate (then each rank traces it as every coordinate)."""
+    rank's coordinate (then each rank traces it as every coordinate of
+    ``mesh``, or of the input's mesh when it is a DTensor)."""
     fn_name = f"dynamo_dist_{name}"
     op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
     op.__doc__ = what
     key = baked_ops.bake(op, what, (name, *baked))
     if by_coordinate:
-        _trace_as_every_coordinate(tx, op, what, tensor, baked)
+        _trace_as_every_coordinate(tx, op, what, tensor, mesh)
     if key is None:
         log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
         return C.graph_call(tx, op, [tensor])
@@ -133,7 +134,7 @@ def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: A
 EVERY_COORDINATE_LIMIT = 64
 
 
-def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tensor: Any, baked: tuple) -> None:
+def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tensor: Any, mesh: Any) -> None:
     """Make every rank decide alike on ``op``'s dynamic sizes.
 
     Each rank traces ``op`` as its own coordinate. Where a sharded size is
@@ -146,11 +147,13 @@ def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tenso
     ``op`` on the fakes as every coordinate along the mesh dims its input or
     output shards, in the same order: the shape environments of all ranks
     see the same questions in the same order, add the same guards and
-    specialize alike, and the graph call then asks nothing new."""
+    specialize alike. The graph call then runs as the rank's own coordinate,
+    whose questions have all been asked, and answered alike, by then.
+    ``mesh``: the mesh ``op`` places on (the input's when it is a DTensor)."""
     value = C.example_value(tensor)
     if not isinstance(value, torch.Tensor) or C.compile_on_one_rank() or not C.has_symbolic_size(value):
         return
-    mesh = value.device_mesh if isinstance(value, DTensor) else _baked_mesh(baked)
+    mesh = value.device_mesh if isinstance(value, DTensor) else mesh
     if mesh is None or mesh.get_coordinate() is None:
         return
     first = (0,) * mesh.ndim
@@ -174,18 +177,8 @@ def _run_as(tx: Any, op: Callable[..., Any], what: str, value: Any, mesh: Any, c
     except C.Unsupported:
         raise
     except Exception as e:
-        first_line = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         graph_break(Break.RANK_DEPENDENT_SIZES, context=what, what=what, count=count,
-                    why=f"as coordinate {coordinate} it raised {type(e).__name__}: {first_line}")
-
-
-def _baked_mesh(baked: tuple) -> Any:
-    """The mesh among a graph call's baked values (itself, or an option's value)."""
-    for item in baked:
-        for v in (item.values() if isinstance(item, dict) else (item,)):
-            if isinstance(v, C.DeviceMesh):
-                return v
-    return None
+                    why=f"as coordinate {coordinate} it raised {type(e).__name__}: {first_line(e)}")
 
 
 # -- attributes of DTensors made in the frame ----------------------------------
@@ -308,7 +301,7 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
     # The global shape is the local one times the shards, the same on every
     # rank, unless the caller gives it (``shape=``, which may split unevenly).
     return _graph_call(tx, op, "from_local", f"DTensor.from_local({short_repr(mesh)}, {shown})", local,
-                       mesh, options, checked, by_coordinate="shape" in options)
+                       mesh, options, checked, mesh=mesh, by_coordinate="shape" in options)
 
 
 def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable[[Any], Any]:
@@ -384,7 +377,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
 
     log.debug("distribute_tensor(%s, src_data_rank=%s) traced with its arguments folded", shown, src_data_rank)
     return _graph_call(tx, op, "distribute_tensor", f"distribute_tensor({shown})", tensor,
-                       options, sources)
+                       options, sources, mesh=mesh)
 
 
 def _sharded_dims(tensor: Any, placements: Any) -> set[int]:
