@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any
+import threading
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
@@ -105,6 +107,37 @@ class Registry(dict):
 
 REGISTRY = Registry()
 SCALE = 2  # a module constant a compiled frame reads (tests/precompile_programs.py)
+
+
+# The current mesh kept as torchtitan keeps its own (``_MESH_TLS.mesh_stack``
+# in ``torchtitan.distributed.spmd_types``): a stack in a thread-local the
+# program makes at its first step and fills around each step, so that a
+# function compiled before that finds neither the stack nor a mesh in it.
+_MESH_TLS = threading.local()
+
+
+def _mesh_stack() -> list:
+    stack = getattr(_MESH_TLS, "mesh_stack", None)
+    if stack is None:
+        stack = []
+        _MESH_TLS.mesh_stack = stack
+    return stack
+
+
+def current_mesh() -> Any:
+    stack = _mesh_stack()
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def current_mesh_set(*meshes: Any) -> Iterator[None]:
+    """``meshes`` pushed on the stack for the block (the last is current)."""
+    stack = _mesh_stack()
+    stack.extend(meshes)
+    try:
+        yield
+    finally:
+        del stack[len(stack) - len(meshes):]
 
 
 def keeps_name(fn: Any) -> Any:

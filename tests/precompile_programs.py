@@ -24,12 +24,17 @@ two modules of one class, each compiled through its own ``torch.compile``
 wrapper and taking its own branch of ``forward`` (``dense``, ``moe``);
 ``ranked`` runs only frames whose compiled code holds this rank (``rank``:
 ``dist.get_rank()`` folded, which no guard reads; ``coordinate``: the mesh's
-coordinate, which the mesh guard holds), on the fake world's ``rank``.
+coordinate, which the mesh guard holds), on the fake world's ``rank``;
+``current`` runs only a frame reading the current mesh from a thread-local
+stack (``helpers.current_mesh``, as torchtitan's), compiled before the
+program makes the stack and called with the mesh pushed (``depth`` > 1:
+that many meshes pushed, the last current).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.util
 import json
 import os
@@ -193,6 +198,17 @@ def ranked() -> dict:
     return {"rank": (rank_answer, (x,)), "coordinate": (coordinate, (x, make_mesh((dist.get_world_size(),))))}
 
 
+def current(world: int, depth: int = 1) -> dict:
+    """A frame reading a value the program makes after ``torch.compile``
+    wrapped it: (function, arguments, the context each call runs in)."""
+    def current_mesh_step(x):
+        mesh = helpers.current_mesh()
+        return x * mesh.size(1) + mesh.get_local_rank("tp")
+
+    mesh = make_mesh((2, world // 2), ("dp", "tp"))
+    return {"current_mesh": (current_mesh_step, (torch.ones(2),), lambda: helpers.current_mesh_set(*[mesh] * depth))}
+
+
 def _equal(a, b) -> bool:
     if isinstance(a, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -202,7 +218,8 @@ def _equal(a, b) -> bool:
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
         scale: int | None = None, no_transform: bool = False, twins: bool = False,
-        wrappers: bool = False, ranked: bool = False, rank: int = 0, plugin: bool = True) -> dict:
+        wrappers: bool = False, ranked: bool = False, rank: int = 0, plugin: bool = True,
+        current: bool = False, depth: int = 1) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
     ``flatten``: the mesh's dims flattened before anything compiles."""
     if version is not None:
@@ -220,16 +237,19 @@ def run(world: int = 8, shift: bool = False, version: str | None = None, flatten
         if shift:
             dist.new_group([world - 2, world - 1])
         programs = (globals()["twins"]() if twins else globals()["wrappers"]() if wrappers
-                    else globals()["ranked"]() if ranked else kinds(world, registered))
+                    else globals()["ranked"]() if ranked else globals()["current"](world, depth) if current
+                    else kinds(world, registered))
         if flatten:
             _, (_, mesh) = programs["mesh"]
             mesh._flatten("dp_tp")
-        for name, (fn, args) in programs.items():
+        for name, (fn, args, *context) in programs.items():
             if only is not None and name not in only:
                 continue
             before = counters["stats"]["unique_graphs"]
-            out = torch.compile(fn)(*args)
-            eager = fn(*args)
+            compiled = torch.compile(fn)
+            with (context[0]() if context else contextlib.nullcontext()):
+                out = compiled(*args)
+                eager = fn(*args)
             result[name] = {"traced": counters["stats"]["unique_graphs"] - before,
                             "same_as_eager": _equal(out, eager)}
         torch.compiler.save_cache_artifacts()

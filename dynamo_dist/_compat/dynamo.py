@@ -643,7 +643,72 @@ def DYNAMO_DIST_SAVED(check_from: Callable[[Any], Callable[[Any], bool]], descri
             check = check_from(description)
         except Exception as e:  # a description this process cannot resolve: trace again
             check, text = _never, f"{text} (cannot be checked here: {type(e).__name__}: {e})"
-    builder.get_guard_manager(guard).add_lambda_guard(check, get_verbose_code_parts(text, guard), guard.user_stack)
+    manager, steps = _manager_or_ancestor(builder, guard.originating_source)
+    if steps:
+        check = functools.partial(_walked_check, tuple(steps), check)
+        text = f"{text} (read from `{_source_name(guard.originating_source, len(steps))}` when called)"
+    manager.add_lambda_guard(check, get_verbose_code_parts(text, guard), guard.user_stack)
+
+
+# torch rebuilds a loaded frame's guards when ``torch.compile`` wraps the
+# function, reading each guarded value then. A value the program makes
+# later (torchtitan's current-mesh stack, a thread-local attribute set at
+# the first step, holds its mesh only inside the train step) cannot be read
+# at wrap time, and torch's build fails: the frame is traced again at every
+# restart. A saved guard on such a value is put on the nearest value that
+# can be read (the thread-local, the list), and walks the rest at each call:
+# an attribute or item missing then fails the guard (the frame is traced).
+def _step(source: Any) -> tuple[str, Any] | None:
+    """How ``source`` is read from its base: ("attr", name), ("item", key)."""
+    member, index = getattr(source, "member", None), getattr(source, "index", None)
+    if type(source).__name__ == "AttrSource" and isinstance(member, str):
+        return "attr", member
+    if type(source).__name__ in ("GetItemSource", "ListGetItemSource") and isinstance(index, (int, str)) \
+            and not getattr(source, "index_is_slice", False):
+        return "item", index
+    return None
+
+
+def _manager_or_ancestor(builder: Any, source: Any) -> tuple[Any, list[tuple[str, Any]]]:
+    """The guard manager of ``source`` and no steps, or, where its value
+    cannot be read now, the manager of its nearest readable ancestor that
+    takes a lambda guard (a dict's takes none) and the steps from there
+    (re-raising when no such ancestor is reachable by attribute and item
+    steps)."""
+    steps: list[tuple[str, Any]] = []
+    current = source
+    while True:
+        try:
+            manager = builder.get_guard_manager_from_source(current)
+            if not steps or not _takes_no_lambda(manager):
+                return manager, steps[::-1]
+            error: Exception = TypeError("a dict's guard manager takes no lambda guard")
+        except Exception as e:
+            error = e
+        step = _step(current)
+        if step is None or getattr(current, "base", None) is None:
+            raise error
+        steps.append(step)
+        current = current.base
+
+
+def _takes_no_lambda(manager: Any) -> bool:
+    return "Dict" in type(manager).__name__
+
+
+def _walked_check(steps: tuple[tuple[str, Any], ...], check: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        for how, key in steps:
+            value = getattr(value, key) if how == "attr" else value[key]
+    except Exception:
+        return False
+    return check(value)
+
+
+def _source_name(source: Any, steps: int) -> str:
+    for _ in range(steps):
+        source = source.base
+    return source.name() if callable(getattr(source, "name", None)) else str(getattr(source, "name", source))
 
 
 class _NoTensors(pickle.Pickler):
@@ -868,27 +933,40 @@ def _saved_override_guard(builder: Any, guard: Any) -> Any:
 
 # torch saves the globals a frame's guards read with the frame and rebuilds
 # each guard against them on load; a module is saved as a reference to the
-# module, so a guard that compares a value reached through one
-# (``flags.USE_X == False``, a config entry's default) is rebuilt comparing
-# the loading process's value with itself, and always passes: a process
-# whose module holds another value runs the loaded frame with the saved
-# process's answer (stock 2.13 and 2.15, ``caching_precompile``). The plugin
-# saves such a guard on a plain constant as "the value is this constant".
-_COMPARES_VALUES = frozenset({"CONSTANT_MATCH", "EQUALS_MATCH"})
-
-
-def _compares_a_module_constant(guard: Any, output_graph: Any) -> bool:
-    """A torch guard comparing a value reached through a module global."""
+# module, so a guard on a value reached through one is rebuilt against the
+# loading process's value, read when ``torch.compile`` wraps the function:
+# a comparison (``flags.USE_X == False``, a config entry's default) compares
+# that value with itself and always passes, so a process whose module holds
+# another value runs the loaded frame with the saved process's answer (stock
+# 2.13 and 2.15, ``caching_precompile``); a length or type is the one the
+# value has at wrap time, not the one the frame was traced with (a list the
+# program fills later fails, or one of another length passes), and a value
+# the program has not made yet fails the whole load. The plugin saves each
+# such guard as what it read when the frame was traced:
+#
+#   torch guard        saved as                           rebuilt as
+#   CONSTANT_MATCH,    the constant (bool, int, float,    ``type(v) is type(c) and v == c``
+#   EQUALS_MATCH       str, None)
+#   SEQUENCE_LENGTH    the type (by qualified name), len  ``type(v) is T and len(v) == n``
+#   TYPE_MATCH         the type (by qualified name)       ``type(v) is T``
+#   HASATTR            the name, whether it was there     ``hasattr(v, name) is present``
+#
+# (a type that does not import by its name keeps torch's form).
+def _module_read(guard: Any, output_graph: Any) -> str | None:
+    """The kind of a torch guard on a value reached through a module global
+    that the plugin saves in its own form, or None."""
     fn = guard.create_fn
-    if getattr(getattr(fn, "func", fn), "__name__", None) not in _COMPARES_VALUES:
-        return False
+    kind = getattr(getattr(fn, "func", fn), "__name__", None)
+    if kind not in _SAVED_MODULE_READS:
+        return None
     source = guard.originating_source
     while getattr(source, "base", None) is not None:
         source = source.base
     name = getattr(source, "global_name", None)
     scope = getattr(output_graph, "global_scope", None) or {}
-    return isinstance(name, str) and source is not guard.originating_source and isinstance(
+    through_module = isinstance(name, str) and source is not guard.originating_source and isinstance(
         scope.get(name), types.ModuleType)
+    return kind if through_module else None
 
 
 def constant_check(value: Any) -> Callable[[Any], bool]:
@@ -909,17 +987,98 @@ def _saved_value_guard(guard: Any, check: Callable[[Any], Callable[[Any], bool]]
     return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
 
 
-def _saved_constant_guard(builder: Any, guard: Any) -> Any:
-    """The guard in its saved form, or None (torch's form is kept)."""
-    try:
-        value = builder.get(guard)
-    except Exception:  # a source the builder cannot read here: torch's own form
-        return None
+def type_check(path: tuple[str, str]) -> Callable[[Any], bool]:
+    """The check of a saved type guard (the type resolved now)."""
+    cls = _importable(*path)
+    return _never if not isinstance(cls, type) else (lambda current: type(current) is cls)
+
+
+def length_check(description: tuple[tuple[str, str], int]) -> Callable[[Any], bool]:
+    """The check of a saved length guard (the type resolved now)."""
+    path, length = description
+    cls = _importable(*path)
+    return _never if not isinstance(cls, type) else (
+        lambda current: type(current) is cls and len(current) == length)
+
+
+def _type_path(value: Any) -> tuple[str, str] | None:
+    cls = type(value)
+    path = (cls.__module__, cls.__qualname__)
+    return path if "<locals>" not in path[1] and _importable(*path) is cls else None
+
+
+def has_attribute_check(description: tuple[str, bool]) -> Callable[[Any], bool]:
+    """The check of a saved attribute-presence guard."""
+    attr, present = description
+    return lambda current: hasattr(current, attr) is present
+
+
+# Each saved form reads the guarded value when the frame is saved and gives
+# (check, description, what it says, the source it is installed on), or None.
+def _saved_constant(builder: Any, guard: Any) -> Any:
+    value = builder.get(guard)
     if type(value) not in _CONSTANTS:
         return None
-    return _saved_value_guard(guard, constant_check, value,
-                              f"dynamo_dist: `{guard.name}` == {value!r} (a value read through a module, saved with "
-                              "the frame)")
+    return constant_check, value, f"`{guard.name}` == {value!r}", guard.originating_source
+
+
+# A dict's guard manager takes no lambda guard: a dict keeps torch's form.
+def _saved_length(builder: Any, guard: Any) -> Any:
+    value = builder.get(guard)
+    path = _type_path(value)
+    if path is None or not hasattr(value, "__len__") or isinstance(value, dict):
+        return None
+    return (length_check, (path, len(value)), f"`{guard.name}` is a {path[1]} of length {len(value)}",
+            guard.originating_source)
+
+
+def _saved_type(builder: Any, guard: Any) -> Any:
+    value = builder.get(guard)
+    path = _type_path(value)
+    if path is None or isinstance(value, dict):
+        return None
+    return type_check, path, f"type(`{guard.name}`) is {path[0]}.{path[1]}", guard.originating_source
+
+
+def _saved_has_attribute(builder: Any, guard: Any) -> Any:
+    # 2.12+ guard the object with the attribute's name as an argument; 2.11
+    # guards the attribute's own source.
+    source, attr = guard.originating_source, getattr(guard.create_fn, "keywords", {}).get("attr")
+    if attr is None:
+        if _step(source) is None or _step(source)[0] != "attr":
+            return None
+        source, attr = source.base, source.member
+    value = builder.get(source)
+    if isinstance(value, dict):
+        return None
+    present = hasattr(value, attr)
+    return (has_attribute_check, (attr, present),
+            f"{'' if present else 'not '}hasattr(`{source.name() if callable(source.name) else source.name}`, "
+            f"{attr!r})", source)
+
+
+_SAVED_MODULE_READS: dict[str, Callable[[Any, Any], Any]] = {
+    "CONSTANT_MATCH": _saved_constant,
+    "EQUALS_MATCH": _saved_constant,
+    "SEQUENCE_LENGTH": _saved_length,
+    "TYPE_MATCH": _saved_type,
+    "HASATTR": _saved_has_attribute,
+}
+
+
+def _saved_module_read_guard(builder: Any, guard: Any, kind: str) -> Any:
+    """The guard in its saved form, or None (torch's form is kept)."""
+    try:
+        saved = _SAVED_MODULE_READS[kind](builder, guard)
+    except Exception:  # a source the builder cannot read here: torch's own form
+        return None
+    if saved is None:
+        return None
+    check, description, what, source = saved
+    if source is not guard.originating_source:
+        guard = dataclasses.replace(guard, originating_source=source)
+    return _saved_value_guard(guard, check, description,
+                              f"dynamo_dist: {what} (a value read through a module, saved with the frame)")
 
 
 def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -936,8 +1095,8 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
                     if saved is None:
                         overrides.append(guard.name)
                     guard = saved or guard
-                elif _compares_a_module_constant(guard, output_graph):
-                    guard = _saved_constant_guard(builder, guard) or guard
+                elif (kind := _module_read(guard, output_graph)) is not None:
+                    guard = _saved_module_read_guard(builder, guard, kind) or guard
                 kept.append(guard)
                 continue
             try:

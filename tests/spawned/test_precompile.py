@@ -250,11 +250,15 @@ def test_frames_without_plugin_guards_are_still_packaged(precompile_caching, mon
     assert any(entry.guarded_codes for package in recorded for entry in package._codes.values())
 
 
-def _precompile_run(cache_dir, **options) -> dict:
+def _precompile_process(cache_dir, **options) -> subprocess.CompletedProcess:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TORCH_CACHING_PRECOMPILE": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "precompile_programs.py"), json.dumps(options)],
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "precompile_programs.py"), json.dumps(options)],
                           env=env, capture_output=True, text=True, timeout=600)
+
+
+def _precompile_run(cache_dir, **options) -> dict:
+    done = _precompile_process(cache_dir, **options)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -300,6 +304,37 @@ def test_each_plugin_guard_is_saved_and_rebuilt_in_the_next_process(tmp_path):
         cache = tmp_path / name
         shutil.copytree(saved, cache)
         assert _traced(_precompile_run(cache, **options)) == expected, name
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_a_frame_reading_a_mesh_the_program_sets_after_compiling_restarts_without_tracing(tmp_path):
+    """torch rebuilds a loaded frame's guards when ``torch.compile`` wraps
+    the function, reading each guarded value then. A frame that reads the
+    current mesh from a stack the program makes later (torchtitan's
+    ``_MESH_TLS.mesh_stack``) is saved with what it read: the next process
+    loads it at wrap time and checks the stack at each call, so it traces
+    nothing; a stack of another depth, or a mesh of another shape, is
+    traced again, and every answer is eager's."""
+    saved = tmp_path / "saved"
+    assert _traced(_precompile_run(saved, current=True)) == {"current_mesh"}
+    assert _traced(_precompile_run(saved, current=True)) == set()
+    for name, options in {"depth": {"depth": 2}, "world": {"world": 4}}.items():
+        cache = tmp_path / name
+        shutil.copytree(saved, cache)
+        assert _traced(_precompile_run(cache, current=True, **options)) == {"current_mesh"}, name
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_stock_fails_to_compile_a_loaded_frame_reading_a_mesh_set_later(tmp_path):
+    """Stock rebuilds the frame's guard on the stack's length against the
+    stack when ``torch.compile`` wraps the function: the program has not
+    made it yet, and ``torch.compile`` raises (the restart crashes)."""
+    assert _traced(_precompile_run(tmp_path, current=True, plugin=False)) == {"current_mesh"}
+    done = _precompile_process(tmp_path, current=True, plugin=False)
+    assert done.returncode != 0 and "AttributeError" in done.stderr and "mesh_stack" in done.stderr, \
+        done.stderr[-4000:]
 
 
 @pytest.mark.slow
