@@ -5,7 +5,9 @@ no activation checkpointing (per-block ``torch.compile`` and the loss's,
 inductor, 2 gloo ranks), job 1 and job 2 each a fresh process whose ranks
 keep their caches in their own dirs under one root, or in one dir they share
 (torch's default cache dir is one per user on a host), each rank training
-eagerly then with the plugin and saving Dynamo's entries.
+eagerly then with the plugin and saving Dynamo's entries; and on torchtitan's
+default backend, spmd_types, whose blocks read the current mesh from a
+stack torchtitan fills only inside its train step.
 
 Job 2 must trace no frame on any rank (every frame loaded from job 1's
 entries) and match eager's losses and gradients step by step; job 1 must
@@ -23,15 +25,18 @@ from helpers import torchtitan_marks
 pytestmark = torchtitan_marks()
 
 ROW = "torchtitan TP=2, partial_dtensor, no AC"
+SPMD_ROW = "torchtitan TP=2, spmd_types, no AC"
+CASES = [*((ROW, layout) for layout in LAYOUTS), (SPMD_ROW, "per-rank")]
 STEPS = 2  # the second step runs on weights the first step's optimizer updated
 # float32, as the torchtitan test's; inductor's kernels may order a reduction
 # otherwise than eager's aten ops (measured on torch 2.15.0: 0 and 2.7e-8).
 LOSS_TOL = GRAD_TOL = 1e-5
 
 
-@pytest.fixture(scope="module", params=LAYOUTS)
+@pytest.fixture(scope="module", params=CASES, ids=[f"{row.split(', ')[1]}-{layout}" for row, layout in CASES])
 def jobs(request):
-    return restart(ROW, PLUGIN, steps=STEPS, timeout=900, layout=request.param)
+    row, layout = request.param
+    return restart(row, PLUGIN, steps=STEPS, timeout=900, layout=layout)
 
 
 def _assert_trains_like_eager(job) -> None:
