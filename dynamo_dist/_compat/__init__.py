@@ -107,6 +107,8 @@ from .dynamo import (  # noqa: F401
     emit_call_import,
     emit_import,
     constrained_dims,
+    marked_sizes,
+    fixed_sizes,
     example_value,
     frame_state,
     scope_state,

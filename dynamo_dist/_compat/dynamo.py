@@ -259,14 +259,10 @@ def example_value(vt: VariableTracker) -> Any:
     return vt.proxy.node.meta.get("example_value")
 
 
-def constrained_dims(tx: Any, vt: VariableTracker) -> list[int]:
-    """The dims of a tensor tracker's value whose size depends on an input
-    size the user constrained (``torch._dynamo.mark_dynamic``: Dynamo raises
-    ``ConstraintViolationError`` if the trace specializes it). Read from the
-    output graph's tracked fakes (their symbolic contexts' constraints)."""
-    value = example_value(vt)
-    if value is None:
-        return []
+def _constrained_symbols(tx: Any) -> set:
+    """The symbols of the input sizes the user constrained
+    (``torch._dynamo.mark_dynamic``), read from the output graph's tracked
+    fakes (their symbolic contexts' constraints)."""
     constrained: set = set()
     for tracked in getattr(tx.output, "tracked_fakes", ()):
         context, fake = tracked.symbolic_context, tracked.fake
@@ -276,10 +272,42 @@ def constrained_dims(tx: Any, vt: VariableTracker) -> list[int]:
         for dim, constraint in enumerate(sizes):
             if constraint is not None and dim < fake.dim() and isinstance(fake.size(dim), torch.SymInt):
                 constrained |= fake.size(dim).node.expr.free_symbols
+    return constrained
+
+
+def constrained_dims(tx: Any, vt: VariableTracker) -> list[int]:
+    """The dims of a tensor tracker's value whose size depends on an input
+    size the user constrained (``torch._dynamo.mark_dynamic``: Dynamo raises
+    ``ConstraintViolationError`` if the trace specializes it)."""
+    value = example_value(vt)
+    if value is None:
+        return []
+    constrained = _constrained_symbols(tx)
     if not constrained:
         return []
     return [dim for dim, size in enumerate(value.size())
             if isinstance(size, torch.SymInt) and size.node.expr.free_symbols & constrained]
+
+
+def marked_sizes(tx: Any) -> frozenset:
+    """The symbols of the input sizes marked dynamic (``mark_dynamic``)
+    that the trace has not fixed yet."""
+    return frozenset(_constrained_symbols(tx))
+
+
+def fixed_sizes(tx: Any, symbols: frozenset) -> list[str]:
+    """Those of ``symbols`` (``marked_sizes``) the trace has fixed to one
+    value since, by name: Dynamo raises ``ConstraintViolationError`` for
+    each when the frame's guards are made."""
+    shape_env = getattr(tx.output, "shape_env", None)
+    if shape_env is None or not symbols:
+        return []
+    fixed = []
+    for symbol in symbols:
+        bounds = shape_env.var_to_range.get(symbol)
+        if shape_env.replace(symbol).is_number or (bounds is not None and bounds.lower == bounds.upper):
+            fixed.append(str(symbol))
+    return sorted(fixed)
 
 
 # -- trackers -----------------------------------------------------------------

@@ -262,6 +262,14 @@ class Break(enum.Enum):
         hints=("Distribute the tensor outside the compiled function and pass the DTensor in, or use "
                "torch._dynamo.maybe_mark_dynamic, which lets the trace specialize.",),
     )
+    SPECIALIZES_MARKED_SIZE = BreakSpec(
+        gb_type="a DTensor call fixes a size marked dynamic",
+        explanation="{what} splits a size that depends on one marked dynamic (torch._dynamo.mark_dynamic: "
+        "{sizes}), and tracing the split fixes that size to one value (a rank's piece of size 1, an uneven "
+        "split), which Dynamo refuses for a marked size (ConstraintViolationError), so the call runs eagerly.",
+        hints=("Use torch._dynamo.maybe_mark_dynamic, which lets the trace specialize, or mark the size only "
+               "where each rank's piece of it is larger than 1.",),
+    )
     RANK_DEPENDENT_SIZES = BreakSpec(
         gb_type="DTensor shapes of every rank under dynamic sizes",
         explanation="{what} shards a dynamic size over {count} coordinates of the mesh, and each rank's piece "

@@ -122,12 +122,20 @@ def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: A
     op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
     op.__doc__ = what
     key = baked_ops.bake(op, what, (name, *baked))
+    value = C.example_value(tensor)
+    dynamic = isinstance(value, torch.Tensor) and C.has_symbolic_size(value)
+    marked = C.marked_sizes(tx) if dynamic else frozenset()
     if by_coordinate:
         _trace_as_every_coordinate(tx, op, what, tensor, mesh)
     if key is None:
         log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
-        return C.graph_call(tx, op, [tensor])
-    return C.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
+        out = C.graph_call(tx, op, [tensor])
+    else:
+        out = C.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
+    fixed = C.fixed_sizes(tx, marked)
+    if fixed:  # the frame would fail when its guards are made: the call runs eagerly instead
+        graph_break(Break.SPECIALIZES_MARKED_SIZE, context=what, what=what, sizes=", ".join(fixed))
+    return out
 
 
 # The most coordinates a graph call is traced as (each a run on fakes).

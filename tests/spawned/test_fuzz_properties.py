@@ -38,6 +38,7 @@ from dynamo_dist.fuzzing.specs import (
     MeshSpec,
     Program,
     QueryInputs,
+    StockExample,
     World,
 )
 
@@ -131,6 +132,23 @@ RUN_CHECK_GRADIENT = DTensorExample(
 
 def test_gradient_through_from_local_run_check(gloo2):
     check_dtensor(RUN_CHECK_GRADIENT)
+
+
+# Found by the stock property's long run (torch 2.14.1): a redistribute that
+# splits a size marked dynamic into pieces of 1 fixed that size, and the
+# frame failed with ConstraintViolationError where stock breaks earlier and
+# runs it like eager.
+MARKED_SIZE_SPLIT = StockExample(
+    mesh=MeshSpec(shape=(2,)),
+    program=Program(source="def f(x, mesh):\n    d = DTensor.from_local(x, mesh, [Replicate()], run_check=False)\n"
+                    "    d = d.redistribute(d.device_mesh, [Shard(1)])\n"
+                    "    v1 = torch.arange(d.shape[0]) % d.shape[1]\n"
+                    "    with loss_parallel():\n        d = torch.nn.functional.cross_entropy(d, v1)\n    return d\n"),
+    shape=(2, 2), vary=1, dynamic="mark_dynamic", requires_grad=False)
+
+
+def test_a_split_that_fixes_a_size_marked_dynamic_is_no_worse_than_stock(gloo2):
+    check_stock(MARKED_SIZE_SPLIT)
 
 
 # The guard property has teeth: on stock torch it finds the stale answer for

@@ -1,6 +1,7 @@
 """A DTensor call on a dynamic size is traced as every coordinate it shards
 over, up to a limit, past which it runs eagerly behind one explained break
-(values across real ranks: ``tests/spawned/test_uneven_dynamic_sizes.py``)."""
+(values across real ranks: ``tests/spawned/test_uneven_dynamic_sizes.py``);
+a call whose split fixes a size marked dynamic runs eagerly behind another."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 
 import pytest
 import torch
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
 
 import dynamo_dist
 from dynamo_dist._compat import observe as O
@@ -57,3 +58,27 @@ def test_past_the_limit_the_call_runs_eagerly_behind_one_break(caplog):
     breaks, _ = _compile(world, (3, world + 1), True, caplog)
     # (2.11 then also compiles redistribute's own frame, which breaks on its own.)
     assert breaks[0] == "dynamo_dist: DTensor shapes of every rank under dynamic sizes", breaks
+
+
+def _split_marked(x, mesh):
+    d = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+    return d.redistribute(mesh, [Shard(1)]).to_local() * 2
+
+
+@pytest.mark.parametrize("size, fixed", [(2, True), (8, False)])
+def test_a_split_that_fixes_a_size_marked_dynamic_runs_eagerly(size, fixed):
+    """``mark_dynamic`` on a size split over 2 ranks: at 2, each rank's piece
+    is 1 and the trace fixes the size (Dynamo then raises
+    ``ConstraintViolationError`` for the frame, as it did before this
+    break); the split runs eagerly instead. At 8 nothing is fixed: one
+    graph, no break."""
+    with fake_world(2, rank=0), dynamo_dist.enabled():
+        mesh = make_mesh((2,))
+        x = torch.randn(3, size)
+        torch._dynamo.mark_dynamic(x, 1)
+        before = dict(O.dynamo_counters()["graph_break"])
+        out = torch.compile(_split_marked, backend="aot_eager")(x, mesh)
+        assert out.shape == (3, size // 2)
+        torch._dynamo.reset()
+    breaks = [r.splitlines()[0] for r, n in O.dynamo_counters()["graph_break"].items() if n > before.get(r, 0)]
+    assert breaks == (["dynamo_dist: a DTensor call fixes a size marked dynamic"] if fixed else []), breaks
