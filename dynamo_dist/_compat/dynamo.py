@@ -299,8 +299,10 @@ def fixed_sizes(tx: Any, symbols: frozenset) -> list[str]:
     """Those of ``symbols`` (``marked_sizes``) the trace has fixed to one
     value since, by name: Dynamo raises ``ConstraintViolationError`` for
     each when the frame's guards are made."""
+    if not symbols:
+        return []
     shape_env = getattr(tx.output, "shape_env", None)
-    if shape_env is None or not symbols:
+    if shape_env is None:
         return []
     fixed = []
     for symbol in symbols:
