@@ -57,7 +57,7 @@ def test_past_the_limit_the_call_runs_eagerly_behind_one_break(caplog):
     world = 2 * EVERY_COORDINATE_LIMIT
     breaks, _ = _compile(world, (3, world + 1), True, caplog)
     # (2.11 then also compiles redistribute's own frame, which breaks on its own.)
-    assert breaks[0] == "dynamo_dist: DTensor shapes of every rank under dynamic sizes", breaks
+    assert "dynamo_dist: DTensor shapes of every rank under dynamic sizes" in breaks, breaks
 
 
 def _split_marked(x, mesh):
@@ -81,4 +81,6 @@ def test_a_split_that_fixes_a_size_marked_dynamic_runs_eagerly(size, fixed):
         assert out.shape == (3, size // 2)
         torch._dynamo.reset()
     breaks = [r.splitlines()[0] for r, n in O.dynamo_counters()["graph_break"].items() if n > before.get(r, 0)]
-    assert breaks == (["dynamo_dist: a DTensor call fixes a size marked dynamic"] if fixed else []), breaks
+    # (2.11 then also compiles redistribute's own frame, which breaks on its own.)
+    assert ("dynamo_dist: a DTensor call fixes a size marked dynamic" in breaks) == fixed, breaks
+    assert fixed or breaks == [], breaks
