@@ -66,6 +66,45 @@ def bad_mix(x, w):
 ILL_TYPED = ("bad_collective", "bad_assert", "bad_mix")
 
 
+Scaled = None  # made by ``registered_function()`` once spmd_types is loaded
+
+
+def registered_function() -> type:
+    """An ``autograd.Function`` registered with the checker by its
+    ``typecheck_forward``, as torchtitan's vocab-parallel loss (a class of
+    the module, applied as ``Scaled.apply``): eager's checker runs
+    ``typecheck_forward`` (S(0) in, S(0) out) instead of the Function, and
+    never sees inside ``forward``, whose ``x * 2 + r`` mixes a sharded
+    tensor with an R one (what the checker's rule for add refuses)."""
+    global Scaled
+    if Scaled is None:
+        class Scaled(torch.autograd.Function):  # noqa: F811 (the module's class, made once)
+            @staticmethod
+            def typecheck_forward(x, axis):
+                spmd.assert_type(x, {axis: spmd.S(0)})
+                out = Scaled.apply(x, axis)
+                spmd.assert_type(out, {axis: spmd.S(0)})
+                return out
+
+            @staticmethod
+            def forward(ctx, x, axis):
+                r = torch.ones_like(x)
+                spmd.assert_type(r, {axis: spmd.R})
+                return x * 2 + r
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2, None
+
+        Scaled.__qualname__ = "Scaled"
+        Scaled = spmd.register_autograd_function(Scaled)
+    return Scaled
+
+
+def registered_step(x, axis):
+    return Scaled.apply(torch.relu(x), axis) * 3
+
+
 def checker(mode: str) -> Any:
     """``typecheck()`` in ``mode`` ("local" or "global"), or no checker ("off")."""
     from spmd_types.checker import typecheck

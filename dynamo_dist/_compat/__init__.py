@@ -93,6 +93,7 @@ from .dynamo import (  # noqa: F401
     aot_runtime_wrappers,
     AOT_CODEGEN_HOOK_POINT,
     AOT_RUNTIME_CALL_TREES,
+    AUTOGRAD_APPLY_POINT,
     DTENSOR_SPEC_GUARD_POINT,
     IDENTITY_HOOK_POINTS,
     NO_KNOWN_VALUE,

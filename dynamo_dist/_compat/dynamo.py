@@ -1331,6 +1331,11 @@ def dispatch_to_mode(tx: Any, fn: VariableTracker, types: VariableTracker, args:
     return tx.symbolic_torch_function_state.call_torch_function_mode(tx, fn, types, args, kwargs)
 
 
+# Where Dynamo traces ``cls.apply(...)`` of an ``autograd.Function``
+# (every release 2.11-2.15), past any torch-function mode.
+AUTOGRAD_APPLY_POINT: tuple[Any, str] = (AutogradFunctionVariable, "call_apply")
+
+
 def call_autograd_apply(tx: Any, fn_cls: type, args: list, kwargs: dict) -> Any:
     """``fn_cls.apply(*args, **kwargs)`` traced as Dynamo traces an
     ``autograd.Function``'s apply, whatever ``Function.apply`` is now (the

@@ -201,6 +201,14 @@ def autograd_apply_class(func: Any) -> type | None:
     return None if f is None else f.checker._get_autograd_function_class(func)
 
 
+def bound_apply(cls: type) -> Any:
+    """``cls.apply`` as eager's checker receives it: ``Function``'s own
+    ``apply`` bound to ``cls`` (the checker's descriptor, installed while a
+    checker is current, hands the program a wrapper that dispatches it)."""
+    apply = torch.autograd.Function.__dict__["apply"]
+    return getattr(apply, "_orig", apply).__get__(None, cls)
+
+
 def is_apply_descriptor(value: Any) -> bool:
     """Whether ``value`` is the checker's ``autograd.Function.apply``
     descriptor (installed while a checker is current)."""

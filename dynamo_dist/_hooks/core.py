@@ -28,6 +28,11 @@ each release come from ``_compat``):
 - ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
   ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
   guards are ``variables.identity``'s.
+- ``AutogradFunctionVariable.call_apply`` (``C.AUTOGRAD_APPLY_POINT``): an
+  ``autograd.Function`` applied on tensors under spmd_types' checker is
+  dispatched to the checker, as eager's apply descriptor dispatches it (a
+  Function with a ``typecheck_forward`` is checked by that, nothing inside
+  it is); elsewhere, stock (``variables/spmd.py`` ``checked_apply``).
 - ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.DTENSOR_SPEC_GUARD_POINT``): a
   DTensor input's spec guard checks the same facts in time independent of
   the world size (``guards/dtensor.py``).
@@ -106,7 +111,7 @@ from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
-from ..variables import dtensor, grad_fn, identity
+from ..variables import dtensor, grad_fn, identity, spmd
 from ..variables.build import build
 from ..variables.base import fold_builtin, folds_builtin
 from .caches import cache_key_patches, compile_once_patches
@@ -294,6 +299,16 @@ def _tracker_patches(p: Patches) -> None:
     p.set_item(tracked_types.LISTENERS, "fast types", declared_later)
     p.set(C.TensorVariable, "call_method", call_method)
     p.set(C.TensorVariable, getattr_slot, var_getattr)
+
+    owner, name = C.AUTOGRAD_APPLY_POINT
+    original_apply = owner.__dict__[name]
+
+    def call_apply(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        handled = spmd.checked_apply(tx, self.fn_cls, list(args), dict(kwargs))
+        return original_apply(self, tx, args, kwargs) if handled is None else handled
+
+    call_apply.__wrapped__ = original_apply  # type: ignore[attr-defined]
+    p.set(owner, name, call_apply)
 
 
 def _aot_patches(p: Patches) -> None:

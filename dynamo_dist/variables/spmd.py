@@ -72,30 +72,52 @@ class SpmdCheckerVariable(C.TorchFunctionModeVariable):
     traced as with the checker off, then checked by the checker's own rule."""
 
     def call_torch_function(self, tx: Any, fn: Any, types: Any, args: Any, kwargs: dict) -> Any:
-        args = list(args)
+        return self.dispatch(tx, fn, _applied_function(fn), types, list(args), kwargs)
+
+    def dispatch(self, tx: Any, fn: Any, applied: type | None, types: Any, args: list, kwargs: dict) -> Any:
+        """The call ``fn(*args, **kwargs)`` dispatched to the checker; where it
+        is an ``autograd.Function``'s apply, ``applied`` is that Function."""
         state = spmd_run.frame_state(tx)
-        result = _erased(tx, fn, args, kwargs)  # what eager computes: the graph with the checker off
-        if state.checking and not spmd_run.paused_by_frames(tx):
+        result = _erased(tx, fn, applied, args, kwargs)  # what eager computes: the graph with the checker off
+        if state.checking and not spmd_run.paused_by_frames(tx) and not spmd_run.inside_applied_function(tx):
+            func = None if applied is None else S.bound_apply(applied)
             try:
-                spmd_run.check(tx, self.value, fn, types, args, kwargs, result)
+                spmd_run.check(tx, self.value, fn, types, args, kwargs, result, func=func)
             except spmd_run.OperatorNotSeen as e:
                 what = f"`{e}` (activation checkpointing's traced form)"
                 graph_break(Break.SPMD_BODY_NOT_CHECKED, context=what, what=what)
             except spmd_run.CannotRun as e:
-                what = f"checker on `{_name(C.known_value(fn))}`"
+                what = f"checker on `{_name(C.known_value(fn) if func is None else func)}`"
                 graph_break(Break.SPMD_NOT_RUN, context=what, what=what, why=str(e))
         return result
 
 
-def _erased(tx: Any, fn: Any, args: list, kwargs: dict) -> Any:
+def checked_apply(tx: Any, fn_cls: type, args: list, kwargs: dict) -> Any:
+    """``fn_cls.apply(*args, **kwargs)`` under the checker, or None where the
+    checker does not see it. Eager's checker replaces ``Function.apply`` with
+    a descriptor that dispatches every apply on tensors to it (a Function
+    registered with a ``typecheck_forward`` is checked by that, never looked
+    inside); Dynamo traces ``cls.apply`` as the Function, past the mode, so
+    it is dispatched here as eager dispatches it."""
+    checker = _checker_on_top(tx)
+    if checker is None or spmd_run.inside_applied_function(tx):
+        return None
+    if not any(C.is_tensor(v) for v in (*args, *kwargs.values())):
+        return None
+    return checker.dispatch(tx, None, fn_cls, None, list(args), kwargs)
+
+
+def _erased(tx: Any, fn: Any, applied: type | None, args: list, kwargs: dict) -> Any:
     """The call traced as with the checker off: an operator (``x * y``),
     which Dynamo dispatches to a mode as the tensor method eager's mode
     receives, is traced as the operator again (the same graph node); an
-    ``autograd.Function``'s bound ``apply`` (what the checker's descriptor
-    hands it) is traced as that Function's apply."""
-    fn_cls = _applied_function(fn)
-    if fn_cls is not None:
-        return C.call_autograd_apply(tx, fn_cls, args, kwargs)
+    ``autograd.Function``'s apply (``applied``; what the checker's
+    descriptor hands it) is traced as that Function's apply, with nothing
+    inside it checked: eager's checker runs an applied Function off the
+    mode stack (or its ``typecheck_forward`` instead)."""
+    if applied is not None:
+        with spmd_run.applying_function(tx):
+            return C.call_autograd_apply(tx, applied, args, kwargs)
     behind = C.operator_behind(tx, C.known_value(fn))
     if behind is None:
         return fn.call_function(tx, args, kwargs)

@@ -87,6 +87,23 @@ def paused_by_frames(tx: Any) -> bool:
 
 
 @contextlib.contextmanager
+def applying_function(tx: Any) -> Iterator[None]:
+    """The block traces an ``autograd.Function``'s apply under the checker."""
+    fs = C.frame_state(tx, "spmd")
+    fs["applying"] = fs.get("applying", 0) + 1
+    try:
+        yield
+    finally:
+        fs["applying"] -= 1
+
+
+def inside_applied_function(tx: Any) -> bool:
+    """Tracing inside an applied Function's forward, which eager's checker
+    does not see (it runs the Function off the mode stack)."""
+    return C.frame_state(tx, "spmd").get("applying", 0) > 0
+
+
+@contextlib.contextmanager
 def running(tx: Any) -> Iterator[None]:
     """spmd_types' code runs in the block on the frame's state; the state it
     leaves becomes the frame's."""
@@ -413,12 +430,15 @@ def _is_answer(out: Any, answer: Any) -> bool:
     return isinstance(answer, (int, float, bool, str, type(None))) and out == answer
 
 
-def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, result: Any) -> None:
+def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, result: Any,
+          func: Any = None) -> None:
     """The checker's own ``__torch_function__`` for the call ``fn(*args,
     **kwargs)``, whose traced result is ``result``, run now on stand-ins: the
     types it sets are written back, an error it raises is raised in the
-    traced program. ``CannotRun`` when it cannot run here."""
-    func = C.known_value(fn)
+    traced program. ``CannotRun`` when it cannot run here. ``func``: the
+    function called, where ``fn``'s tracker does not hold it (an applied
+    Function's ``apply`` through the checker's descriptor)."""
+    func = C.known_value(fn) if func is None else func
     if func is C.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
     if C.is_higher_order_operator(func):

@@ -179,12 +179,14 @@ def test_ring_attention_trains_like_eager_and_stock_on_gpus():
 def test_spmd_type_checking_trains_like_eager_where_stock_crashes(world_results):
     """torchtitan's default backend with its SPMD type checks on (the
     checker in its global mode around each step): the plugin checks the
-    types while tracing and trains as eager does; stock crashes in the trace
-    on the checker's mesh."""
+    types while tracing and trains as eager does, every frame whole (the
+    vocab-parallel loss is checked by its ``typecheck_forward``, as eager
+    checks it); stock crashes in the trace on the checker's mesh."""
     for results in world_results(TYPECHECKED.world_size):
         runs = _modes(results, TYPECHECKED)
         eager, stock, plugin = runs["eager"], runs["stock"], runs["plugin"]
         assert eager.error is None, eager.report()
         assert plugin.error is None and not plugin.failures, plugin.report()
+        assert plugin.graph_breaks == 0, plugin.report()
         assert plugin.max_loss_diff <= LOSS_TOL and plugin.max_grad_diff <= GRAD_TOL, plugin.report()
         assert stock.error and "Opaque object of type" in stock.error, stock.report()

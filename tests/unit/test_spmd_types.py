@@ -351,6 +351,41 @@ def _reduce(x, w):
     return spmd.all_reduce(torch.mm(x, w), "tp", src=spmd.P, dst=spmd.R) * 2
 
 
+def _registered(mode: str, tp, typed, compiled: bool) -> dict:
+    P.registered_function()
+    torch._dynamo.reset()
+    counters.clear()
+    with spmd.no_typecheck():
+        x = torch.arange(4.0).reshape(2, 2)
+    with P.checker(mode):
+        spmd.assert_type(x, {tp: typed})
+        step = torch.compile(P.registered_step, backend="aot_eager") if compiled else P.registered_step
+        try:
+            out = step(x, tp)
+        except spmd.SpmdTypeError as e:
+            return {"error": str(e).splitlines()[0], "breaks": dict(counters["graph_break"])}
+    return {"out": out.detach(), "type": spmd.get_local_type(out), "breaks": dict(counters["graph_break"]),
+            "frames": counters["stats"]["unique_graphs"]}
+
+
+@pytest.mark.release
+@pytest.mark.parametrize("mode", MODES)
+def test_a_registered_function_is_checked_by_its_typecheck_forward(plugin, tp_mesh, mode):
+    """A Function registered with ``typecheck_forward`` (torchtitan's loss)
+    is checked as eager checks it: by ``typecheck_forward``, nothing inside
+    its ``forward`` (which mixes S(0) and R, as eager never sees). Compiled
+    whole: 0 breaks, eager's value and type; an ill-typed input
+    (R where S(0) is asserted) raises eager's error."""
+    eager = _registered(mode, tp_mesh, spmd.S(0), compiled=False)
+    compiled = _registered(mode, tp_mesh, spmd.S(0), compiled=True)
+    assert compiled["breaks"] == {} and compiled["frames"] == 1, compiled["breaks"]
+    assert torch.equal(compiled["out"], eager["out"])
+    assert compiled["type"] == eager["type"] and compiled["type"]
+    bad_eager = _registered(mode, tp_mesh, spmd.R, compiled=False)
+    bad = _registered(mode, tp_mesh, spmd.R, compiled=True)
+    assert "error" in bad_eager and bad.get("error") == bad_eager["error"], (bad, bad_eager)
+
+
 @pytest.mark.release
 def test_recompiles_when_an_input_type_changes_only(plugin, tp_mesh):
     counters.clear()
