@@ -981,7 +981,8 @@ def _saved_override_guard(builder: Any, guard: Any) -> Any:
 #   TYPE_MATCH         the type (by qualified name)       ``type(v) is T``
 #   HASATTR            the name, whether it was there     ``hasattr(v, name) is present``
 #
-# (a type that does not import by its name keeps torch's form).
+# (a type that does not import by its name keeps torch's form, and so does
+# a guard on a module, class or function, or on a dict: see below).
 def _module_read(guard: Any, output_graph: Any) -> str | None:
     """The kind of a torch guard on a value reached through a module global
     that the plugin saves in its own form, or None."""
@@ -1053,10 +1054,15 @@ def _saved_constant(builder: Any, guard: Any) -> Any:
 
 
 # A dict's guard manager takes no lambda guard: a dict keeps torch's form.
+# So does a module, class or function (made when its module is imported,
+# before any ``torch.compile``; torch's C++ check is cheaper than a lambda).
+_MADE_AT_IMPORT = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+
+
 def _saved_length(builder: Any, guard: Any) -> Any:
     value = builder.get(guard)
     path = _type_path(value)
-    if path is None or not hasattr(value, "__len__") or isinstance(value, dict):
+    if path is None or not hasattr(value, "__len__") or isinstance(value, (dict, *_MADE_AT_IMPORT)):
         return None
     return (length_check, (path, len(value)), f"`{guard.name}` is a {path[1]} of length {len(value)}",
             guard.originating_source)
@@ -1065,7 +1071,7 @@ def _saved_length(builder: Any, guard: Any) -> Any:
 def _saved_type(builder: Any, guard: Any) -> Any:
     value = builder.get(guard)
     path = _type_path(value)
-    if path is None or isinstance(value, dict):
+    if path is None or isinstance(value, (dict, *_MADE_AT_IMPORT)):
         return None
     return type_check, path, f"type(`{guard.name}`) is {path[0]}.{path[1]}", guard.originating_source
 
@@ -1079,7 +1085,7 @@ def _saved_has_attribute(builder: Any, guard: Any) -> Any:
             return None
         source, attr = source.base, source.member
     value = builder.get(source)
-    if isinstance(value, dict):
+    if isinstance(value, (dict, *_MADE_AT_IMPORT)):
         return None
     present = hasattr(value, attr)
     return (has_attribute_check, (attr, present),
