@@ -332,8 +332,19 @@ def test_client_restarts_under_precompile():
         assert job2["error"] is None, r["row"]
         assert job2["loss_diff"] < 1e-4 and job2["grad_diff"] < 1e-3, (r["row"], job2["loss_diff"], job2["grad_diff"])
     assert all(r["job2"]["traced"] == 0 for r in loads)  # every frame loads
-    says("README.md", "with dynamo_dist a restart of torchtitan (TP, FSDP2, dp x tp, SimpleFSDP, EP, CP) and HF "
-                      "Llama loads every frame and trains like eager")
+    spmd = _load("restart_spmd_2.15.0.json")["rows"]
+    assert {r["row"] for r in spmd} == {"torchtitan TP=2, spmd_types, no AC",
+                                        "torchtitan TP=2, spmd_types type-checked, no AC"}
+    for r in spmd:
+        job2 = r["job2"]
+        if r["side"] == "plugin":
+            assert job2["error"] is None and job2["traced"] == 0, r["row"]
+            assert job2["loss_diff"] < 1e-4 and job2["grad_diff"] < 1e-3, r["row"]
+        else:  # stock traces again or fails
+            assert (job2["traced"] or 0) > 0 or job2["error"], r["row"]
+    says("README.md", "with dynamo_dist a restart of torchtitan (TP, FSDP2, dp x tp, SimpleFSDP, EP, CP, and its "
+                      "default spmd_types backend with type checks off and on) and HF Llama loads every frame and "
+                      "trains like eager")
     says("docs/guards.md", "With the plugin, every torchtitan configuration and the HF Llama load every frame on "
                            "every rank in job 2 and train like eager")
     moe = {r["row"]: r["job2"]["traced"] for r in plugin + stock if r["row"].startswith("transformers")
