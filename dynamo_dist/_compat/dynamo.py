@@ -27,6 +27,7 @@ from torch._dispatch.python import enable_python_dispatcher as _enable_python_di
 from torch._dynamo.bytecode_transformation import create_call_function
 from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplemented  # noqa: F401 (re-exported)
 from torch._dynamo.exc import PackageError
+from torch._C._dynamo.guards import DictGuardManager as _DictGuardManager
 from torch._dynamo.guards import CheckFunctionManager, GuardBuilder, get_verbose_code_parts, install_guard
 from torch._dynamo.source import AttrSource, GlobalStateSource
 from torch._dynamo.symbolic_convert import InstructionTranslator, InstructionTranslatorBase
@@ -723,7 +724,7 @@ def _manager_or_ancestor(builder: Any, source: Any) -> tuple[Any, list[tuple[str
 
 
 def _takes_no_lambda(manager: Any) -> bool:
-    return "Dict" in type(manager).__name__
+    return isinstance(manager, _DictGuardManager)
 
 
 def _walked_check(steps: tuple[tuple[str, Any], ...], check: Callable[[Any], bool], value: Any) -> bool:
@@ -735,7 +736,9 @@ def _walked_check(steps: tuple[tuple[str, Any], ...], check: Callable[[Any], boo
     return check(value)
 
 
-def _source_name(source: Any, steps: int) -> str:
+def _source_name(source: Any, steps: int = 0) -> str:
+    """A source's name (a method on some releases, a property on others),
+    ``steps`` bases up."""
     for _ in range(steps):
         source = source.base
     return source.name() if callable(getattr(source, "name", None)) else str(getattr(source, "name", source))
@@ -1089,7 +1092,7 @@ def _saved_has_attribute(builder: Any, guard: Any) -> Any:
         return None
     present = hasattr(value, attr)
     return (has_attribute_check, (attr, present),
-            f"{'' if present else 'not '}hasattr(`{source.name() if callable(source.name) else source.name}`, "
+            f"{'' if present else 'not '}hasattr(`{_source_name(source)}`, "
             f"{attr!r})", source)
 
 
