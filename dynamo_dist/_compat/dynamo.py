@@ -29,7 +29,7 @@ from torch._dynamo.exc import Unsupported, raise_observed_exception, unimplement
 from torch._dynamo.exc import PackageError
 from torch._C._dynamo.guards import DictGuardManager as _DictGuardManager
 from torch._dynamo.guards import CheckFunctionManager, GuardBuilder, get_verbose_code_parts, install_guard
-from torch._dynamo.source import AttrSource, GlobalStateSource
+from torch._dynamo.source import AttrSource, GetItemSource, GlobalStateSource, ListGetItemSource
 from torch._dynamo.symbolic_convert import InstructionTranslator, InstructionTranslatorBase
 from torch._dynamo.types import FrameAction, FrameExecStrategy
 from torch._dynamo.variables.base import ValueMutationNew, VariableTracker
@@ -692,9 +692,9 @@ def DYNAMO_DIST_SAVED(check_from: Callable[[Any], Callable[[Any], bool]], descri
 def _step(source: Any) -> tuple[str, Any] | None:
     """How ``source`` is read from its base: ("attr", name), ("item", key)."""
     member, index = getattr(source, "member", None), getattr(source, "index", None)
-    if type(source).__name__ == "AttrSource" and isinstance(member, str):
+    if type(source) is AttrSource and isinstance(member, str):
         return "attr", member
-    if type(source).__name__ in ("GetItemSource", "ListGetItemSource") and isinstance(index, (int, str)) \
+    if type(source) in (GetItemSource, ListGetItemSource) and isinstance(index, (int, str)) \
             and not getattr(source, "index_is_slice", False):
         return "item", index
     return None
