@@ -699,7 +699,8 @@ def _ensure_block(text_: str, marker: str) -> str:
 # The standalone tools' saved results (not the suite's): each is shown on the
 # benchmark page in a block of its own, named after its file
 # (``result-<file stem>``), made by the tool's own table.
-STANDALONE = ("devtools.bench.precompile", "devtools.bench.guard_cost_loaded", "devtools.clients.restart")
+STANDALONE = ("devtools.bench.precompile", "devtools.bench.guard_cost_loaded", "devtools.clients.restart",
+              "devtools.clients.check_cost")
 
 
 def standalone_tool(result: dict[str, Any]) -> str | None:
@@ -728,6 +729,10 @@ def standalone_block(result: dict[str, Any]) -> str:
         from . import guard_cost_loaded
 
         tables_ = [guard_cost_loaded.table(result)]
+    elif tool == "devtools.clients.check_cost":
+        from devtools.clients import check_cost
+
+        tables_ = [check_cost.table(result["rows"])]
     else:
         from devtools.clients import restart
 

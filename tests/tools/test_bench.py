@@ -235,3 +235,26 @@ def test_a_restart_error_is_the_line_that_names_what_was_raised():
     raised = "torch._dynamo.exc.InternalTorchDynamoError: TypeError: Opaque object of type 'DeviceMesh'"
     assert _last_line(error) == raised
     assert _last_line("exited 1: no line names an exception") == "exited 1: no line names an exception"
+
+
+def test_the_check_cost_sample_is_the_slowest_rank_per_step_and_its_row_the_median_of_samples():
+    """A sample's steps are the slowest rank's, its first compiled step apart
+    from the median of the later ones; a row's figures are medians over the
+    samples that ran, and an error of any sample is the row's."""
+    from devtools.clients.check_cost import over_ranks, summary, table
+
+    def rank(eager, compiled, error=None):
+        return {"eager_s": eager, "compiled_s": compiled, "traced": 2, "breaks": 0, "loss_diff": 1e-6,
+                "grad_diff": 2e-8, "error": error}
+
+    sample = over_ranks([rank([5.0, 1.0, 3.0], [9.0, 0.5, 0.7]), rank([4.0, 2.0, 1.0], [8.0, 0.6, 0.4])])
+    assert sample["first_compiled_s"] == 9.0
+    assert sample["compiled_step_s"] == (0.6 + 0.7) / 2 and sample["eager_step_s"] == (2.0 + 3.0) / 2
+    failed = over_ranks([rank([1.0, 1.0], [1.0, 1.0], error="TypeError: x"), rank([1.0, 1.0], [1.0, 1.0])])
+    assert failed["error"] == "TypeError: x"
+    row = summary([sample, dict(sample, first_compiled_s=3.0), dict(sample, first_compiled_s=5.0), failed])
+    assert row["first_compiled_s"] == 5.0 and (row["ran"], row["samples"]) == (3, 4)
+    assert row["error"] == "TypeError: x"
+    rows = [{"side": "plugin", "mode": mode, "summary": dict(row, first_compiled_s=first)}
+            for mode, first in (("off", 4.0), ("on", 6.0))]
+    assert "| plugin | x1.50 | x1.00 | x1.00 |" in table(rows)

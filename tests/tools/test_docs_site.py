@@ -38,6 +38,7 @@ GENERATED = {
     "result-restart_2.15.0": "docs/benchmarks.md",
     "result-restart_shared_2.15.0": "docs/benchmarks.md",
     "result-restart_spmd_2.15.0": "docs/benchmarks.md",
+    "result-check_cost_spmd_2.15.0": "docs/benchmarks.md",
     "bench-summary": "README.md",  # python -m devtools bench --update-readme README.md
     "bench-warm-summary": "README.md",
     "bench-warm-clients-summary": "README.md",

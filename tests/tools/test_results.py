@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 # The standalone tools that save a result: module -> its fields' home.
-STANDALONE = ("devtools.bench.guard_cost_loaded", "devtools.bench.precompile", "devtools.clients.restart")
+STANDALONE = ("devtools.bench.guard_cost_loaded", "devtools.bench.precompile", "devtools.clients.restart",
+              "devtools.clients.check_cost")
 # Options that say where output goes, not what the run measures.
 OUTPUT_OPTIONS = ("json", "logs")
 
