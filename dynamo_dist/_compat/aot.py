@@ -1,5 +1,6 @@
 """AOTAutograd's partitioner, as the RNG-state fix (``aot/rng_states.py``)
-needs it: the function it wraps and the node kinds it reads."""
+needs it: the function it wraps and the node kinds it reads; and the class of
+the process groups a graph may hold (``aot/object_constants.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import inspect
 from typing import Any
 
 from torch._functorch import partitioners as _partitioners
+from torch.distributed.distributed_c10d import ProcessGroup as _ProcessGroup
+
+from .distributed import _is_opaque_type
 
 _is_opaque_node = getattr(_partitioners, "is_opaque_node", None)  # 2.12+ (2.11 saves no opaque objects)
 
@@ -16,6 +20,14 @@ _is_opaque_node = getattr(_partitioners, "is_opaque_node", None)  # 2.12+ (2.11 
 # nothing needs it (2.11: no opaque objects are saved for backward).
 RNG_STATES_HOOK_POINT: tuple[Any, str] | None = (
     (_partitioners, "functionalize_rng_ops") if _is_opaque_node is not None else None)
+
+
+# The class of process groups, where a graph may hold one as a constant (2.12+:
+# a registered opaque type, a functional collective's group argument), else
+# None. AOTAutograd deep-copies a backward graph before it compiles it
+# (``graph_compile`` / ``runtime_wrappers``), which a group refuses.
+GRAPH_HELD_GROUP_CLASS: Any = (
+    _ProcessGroup if _is_opaque_type is not None and _is_opaque_type(_ProcessGroup) else None)
 
 
 def is_sym_node(node: Any) -> bool:

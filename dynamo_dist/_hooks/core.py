@@ -83,7 +83,9 @@ each release come from ``_compat``):
   2.12 / 2.13); a bare symbol's first graph value (``set_proxy_slot``); on 2.12+,
   ``DTensor.__tensor_unflatten__`` rebuilds a sharded view's spec as it was
   flattened (``C.dtensor_unflatten``: a ``_StridedShard`` whose shard order
-  is set), so such a DTensor can leave and enter a compiled graph.
+  is set), so such a DTensor can leave and enter a compiled graph; on 2.12+,
+  ``ProcessGroup.__deepcopy__`` (``C.aot.GRAPH_HELD_GROUP_CLASS``): a backward
+  graph holding a group as a constant is copied with the group itself.
 - The compile caches (``_hooks/caches.py``).
 - Inputs that are sometimes an ``AsyncCollectiveTensor`` (only on a torch
   without upstream's fix, ``C.collective.NEEDS_BACKPORT``): ``_wrap`` traces
@@ -336,6 +338,8 @@ def _aot_patches(p: Patches) -> None:
         p.set(owner, name, _runtime_only_generated(getattr(owner, name)))
     if C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
         p.set(*C.DTENSOR_UNFLATTEN_POINT, staticmethod(C.dtensor_unflatten))
+    if C.aot.GRAPH_HELD_GROUP_CLASS is not None:
+        p.set(C.aot.GRAPH_HELD_GROUP_CLASS, "__deepcopy__", object_constants.group_copied_as_itself)
 
 
 def _builtin_hook(name: str, ours: str, original: Any) -> Any:

@@ -107,3 +107,17 @@ def real_object_constants(create_arg: Callable[..., Any]) -> Callable[..., Any]:
 
     stow.__wrapped__ = create_arg  # type: ignore[attr-defined]
     return stow
+
+
+def group_copied_as_itself(group: Any, memo: dict) -> Any:
+    """``ProcessGroup.__deepcopy__``: the group itself. AOTAutograd copies a
+    backward graph before compiling it, at once where the forward saves a
+    symbol for the backward (a rank computed at run time under
+    ``compile_on_one_rank``) and at the first backward otherwise; a graph
+    holding a group as a constant (an ``autograd.Function``'s backward
+    collective on its group, as spmd_types' are) then failed with "cannot
+    pickle ProcessGroup" in the backward. A group is a handle on its
+    communicators: the copied graph runs its collectives on the same one,
+    as the graph it was copied from."""
+    return group
+

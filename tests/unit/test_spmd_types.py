@@ -496,3 +496,38 @@ def test_stock_beside(tp_mesh, mode, case):
         assert got is None
     else:
         assert got is not None and expected in got[1]
+
+
+@pytest.mark.release
+def test_under_compile_on_one_rank_a_backward_holding_a_group_runs(plugin, tp_mesh):
+    """Under ``compile_on_one_rank`` the rank is a graph value the forward
+    saves for the backward, so AOTAutograd copies the backward graph before it
+    compiles it; spmd_types' all_gather backward holds its group as a graph
+    constant on releases where groups are opaque objects, and the copy
+    failed in ``.backward()`` ("cannot pickle ProcessGroup"). The copied
+    graph holds the group itself; uninstalling takes the fix back."""
+    from dynamo_dist import _compat as C
+
+    config = C.one_rank_config()
+    saved = config.compile_on_one_rank
+    config.compile_on_one_rank = True
+    try:
+        torch._dynamo.reset()
+        x, w1, w2 = P.tp_inputs("off", tp_mesh)
+        out = torch.compile(P.tp_step, backend="aot_eager")(x, w1, w2, False)
+        out.backward()
+        assert all(t.grad is not None and t.grad.shape == t.shape for t in (x, w1, w2))
+    finally:
+        config.compile_on_one_rank = saved
+        torch._dynamo.reset()
+    group_class = C.aot.GRAPH_HELD_GROUP_CLASS
+    if group_class is not None:
+        import copy
+
+        group = torch.distributed.distributed_c10d._get_default_group()
+        assert copy.deepcopy(group) is group
+        import dynamo_dist
+
+        dynamo_dist.uninstall()
+        assert "__deepcopy__" not in group_class.__dict__
+        dynamo_dist.install()
