@@ -425,8 +425,13 @@ def dtensor_unflatten(inner_tensors: dict, flatten_spec: tuple, outer_size: Any,
     return _DTensor(inner_tensors["_local_tensor"], spec, requires_grad=requires_grad)
 
 
+# Never compiled as frames of their own (traced calls still inline them):
+# DTensor's flatten hooks, and ``distribute_tensor``, which runs eagerly where
+# a compiled function breaks on it (a tensor that requires grad, a size
+# constraint): on 2.12 Dynamo would compile its frame there and break three
+# more times inside it, where stock breaks once.
 RUNTIME_ONLY_FUNCTIONS = (_DTensor.__tensor_unflatten__, _DTensor.__tensor_flatten__, _DTensor.device_mesh.fget,
-                          dtensor_unflatten)
+                          dtensor_unflatten, torch.distributed.tensor.distribute_tensor)
 
 # Mesh construction called eagerly from a compiled function (after the
 # graph break that ``init_device_mesh`` is): none of it, down to the process

@@ -151,6 +151,22 @@ def test_a_split_that_fixes_a_size_marked_dynamic_is_no_worse_than_stock(gloo2):
     check_stock(MARKED_SIZE_SPLIT)
 
 
+# Found by the stock property's long run (torch 2.12.1): the plugin breaks on
+# ``distribute_tensor`` of a tensor that requires grad and runs it eagerly,
+# where 2.12's Dynamo compiled distribute_tensor's own frame and broke three
+# more times in it (stock: one break). Every release: the call's frame must
+# stay uncompiled wherever Dynamo would otherwise compile it.
+DISTRIBUTE_REQUIRING_GRAD = StockExample(
+    mesh=MeshSpec(shape=(2,)),
+    program=Program(source="def f(x, mesh):\n    d = distribute_tensor(x, mesh, [Replicate()])\n    return d\n"),
+    shape=(2,), requires_grad=True)
+
+
+@pytest.mark.release
+def test_distribute_tensor_of_a_tensor_requiring_grad_breaks_no_more_than_stock(gloo2):
+    check_stock(DISTRIBUTE_REQUIRING_GRAD)
+
+
 # The guard property has teeth: on stock torch it finds the stale answer for
 # another process group (a known stock fault).
 
