@@ -5,7 +5,7 @@ A tracked type is declared once, in the module of its tracker, by one
 ``TrackedType`` record (``declare``): which objects it covers, its member
 table and tracker, the tracker of its class, how a sourced object of it is
 guarded, how compile-cache keys hold it, how it is rebuilt in bytecode when
-it escapes, and what a graph loaded from a cache does with it. Whoever asks
+it escapes, and how a graph saved to a cache stores it and, loaded, gets it back. Whoever asks
 "is this a tracked object, and what is done with it?" asks this table:
 
 - ``variables.build.build``, the one entry point of every Dynamo hook
@@ -14,7 +14,8 @@ it escapes, and what a graph loaded from a cache does with it. Whoever asks
 - ``caching.keys.constant_identity`` (and ``caching.describe``, which
   describes a tracked object by it): ``key_identity``;
 - ``_hooks.caches``: the FX-graph cache pickler (``key_pickle``) and the
-  constants of a graph loaded from a cache (``on_cache_load``);
+  constants of a graph saved to a cache (``cache_save``, ``saved_as``) and
+  loaded from one (``on_cache_load``);
 - ``_hooks.core``: the exact types of Dynamo's sourceless fast table
   (``fast_types``).
 
@@ -70,8 +71,13 @@ class TrackedType:
     # when it escapes the compiled function without a source to reload it
     # from. None: only ever sourced (Dynamo reloads it from its source).
     rebuild: Callable[[Any, Any], None] | None = None
+    # ``cache_save(value)``: what a constant of this type is stored as in a
+    # graph saved to a compile cache, an object of ``saved_as``; None: the
+    # object pickles as it is.
+    cache_save: Callable[[Any], Any] | None = None
+    saved_as: type | None = None
     # ``on_cache_load(stored)``: a constant of this type in a graph loaded
-    # from a compile cache becomes this (stock leaves it None).
+    # from a compile cache (``stored``, as saved) becomes this (stock leaves it None).
     on_cache_load: Callable[[Any], Any] | None = None
     # Exact types Dynamo's sourceless fast table sends to ``build``.
     fast_types: tuple[type, ...] = ()
@@ -88,8 +94,10 @@ class TrackedType:
                     for t in types if not isinstance(t, type)]
         problems += [f"{field} must be callable" for field in ("tracker", "kind", "objects", "guard", "ready",
                                                                "key_identity", "key_pickle", "rebuild",
-                                                               "on_cache_load", "class_tracker")
+                                                               "cache_save", "on_cache_load", "class_tracker")
                      if getattr(self, field) is not None and not callable(getattr(self, field))]
+        if (self.cache_save is None) != (self.saved_as is None):
+            problems.append("cache_save and saved_as go together (how a constant is saved, and what it is saved as)")
         if (self.ready is None) != (self.not_ready is None):
             problems.append("ready and not_ready go together (the test, and the break when it fails)")
         own = getattr(self.tracker, "MEMBERS", self.members)
@@ -220,6 +228,23 @@ def records() -> tuple[TrackedType, ...]:
 def fast_types() -> list[type]:
     """The exact types Dynamo's sourceless fast table sends to ``build``."""
     return [t for r in _SOURCED.records for t in r.fast_types]
+
+
+def saved_for_cache(value: Any) -> Any:
+    """``value``, a constant of a graph being saved to a compile cache, as
+    its type declares it is stored (``cache_save``); else itself."""
+    record = find(value, sourced=True)
+    return value if record is None or record.cache_save is None else record.cache_save(value)
+
+
+def loaded_from_cache(stored: Any) -> Any:
+    """A constant of a graph loaded from a compile cache as its type
+    declares (``on_cache_load``), or None where none is declared."""
+    for record in _SOURCED.records:
+        if record.on_cache_load is not None and (
+                isinstance(stored, record.saved_as) if record.saved_as is not None else record.covers(stored)):
+            return record.on_cache_load(stored)
+    return None
 
 
 def key_picklers() -> dict[type, Callable[[Any], tuple]]:

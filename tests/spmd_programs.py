@@ -202,3 +202,48 @@ def rank_restart(modes: list[str], other_group: bool = False, plugin: bool = Tru
                     }
     torch.compiler.save_cache_artifacts()
     return results
+
+
+def rank_group_constants(sides: list[str], other_group: bool = False) -> dict:
+    """On a gloo rank under ``compile_on_one_rank``, for each side in turn
+    ("stock", then "plugin": installed after stock ran): the TP step
+    (forward and backward, no all_to_all) eager and compiled with inductor;
+    eager's and the compiled step's output and gradients, and the FX-graph
+    cache's outcomes of the compiled call (``hit``, ``miss``, and
+    ``unsaved``: graphs it failed to pickle); for stock, the error its
+    compiled step raised instead of the values, if any. Its graphs hold the mesh
+    axis's group as an object (torch passes the group itself to functional
+    collectives under ``compile_on_one_rank``). ``other_group``: the current
+    mesh over a group made in this process (another name than WORLD's, the
+    same ranks)."""
+    import dynamo_dist
+    from torch._dynamo.utils import counters
+    from torch.distributed.device_mesh import DeviceMesh
+
+    load()
+    torch.compiler.config.compile_on_one_rank = True
+    group = torch.distributed.new_group([0, 1]) if other_group else torch.distributed.group.WORLD
+    mesh = DeviceMesh.from_group(group, "cpu", mesh_dim_names=("tp",))
+    results = {}
+    for side in sides:
+        if side == "plugin":
+            dynamo_dist.install()
+        torch._dynamo.reset()
+        result = results[side] = {}
+        with spmd.set_current_mesh(mesh):
+            for name, fn in (("eager", tp_step), ("compiled", torch.compile(tp_step))):
+                counters.clear()
+                x, w1, w2 = tp_inputs("off", None)
+                try:
+                    out = fn(x, w1, w2, False)
+                    out.backward()
+                except Exception as e:  # stock: its backward fails (asserted by the test)
+                    if side == "plugin" or name == "eager":
+                        raise
+                    result[name] = {"error": f"{type(e).__name__}: {e}"}
+                else:
+                    result[name] = {"out": out.item(), "grads": [t.grad.tolist() for t in (x, w1, w2)]}
+                result[name].update(hit=counters["inductor"]["fxgraph_cache_hit"],
+                                    miss=counters["inductor"]["fxgraph_cache_miss"],
+                                    unsaved=counters["inductor"]["fxgraph_cache_pickle_error"])
+    return results

@@ -97,6 +97,19 @@ def stored_opaque_constants(graph: Any) -> dict[str, Any]:
     return dict(getattr(graph, "torchbind_constants", None) or {})
 
 
+def set_stored_opaque_constants(graph: Any, constants: dict[str, Any]) -> None:
+    """Give the copy of a compiled FX graph being saved these constants (a
+    new dict: the copy shares the live graph's)."""
+    graph.torchbind_constants = constants
+
+
+def compiled_graph_class() -> type:
+    """``CompiledFxGraph``: its ``prepare_for_serialization()`` readies a copy
+    of a compiled graph for pickling (the FX-graph cache, the AOTAutograd
+    cache's bundled entries, a compile subprocess's reply)."""
+    return importlib.import_module("torch._inductor.output_code").CompiledFxGraph
+
+
 def sdpa_backend_calls() -> dict[str, Callable[..., Any]]:
     """``module.name`` (as the AOTAutograd cache names a call target) -> the
     function, for the calls Dynamo records for ``with sdpa_kernel(...)``."""

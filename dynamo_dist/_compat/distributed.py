@@ -308,11 +308,16 @@ def group_identity(group: Any) -> tuple[str, tuple[int, ...], str] | None:
 
 def live_group(identity: tuple[str, tuple[int, ...], str]) -> Any:
     """This process's group with ``identity`` (see ``group_identity``), or None."""
+    group = group_named(identity[0])
+    return group if group is not None and group_identity(group) == identity else None
+
+
+def group_named(name: str) -> Any:
+    """This process's group of that name, or None."""
     try:
-        group = _c10d._resolve_process_group(identity[0])
+        return _c10d._resolve_process_group(name)
     except Exception:  # no group of that name here
         return None
-    return group if group is not None and group_identity(group) == identity else None
 
 
 # -- DTensor ------------------------------------------------------------------

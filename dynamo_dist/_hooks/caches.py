@@ -8,10 +8,12 @@ for distributed programs (``caching/``).
 - Every key holds the redistribute planner's switches, and this rank
   unless ``compile_on_one_rank`` makes the graphs the same on every rank
   (``caching.keys.process_tag``).
-- A graph loaded from the cache gets its constants of a tracked type back as
-  that type declares (``on_cache_load``: a mesh as this process's mesh; stock
-  leaves them ``None``), and torch's mesh ops it may call are registered
-  (torch registers them only while tracing).
+- A graph saved to the cache stores its constants of a tracked type as that
+  type declares (``cache_save``: a process group as its name and size; stock
+  cannot pickle a group and saves nothing), and loaded gets them back as it
+  declares (``on_cache_load``: a mesh as this process's mesh, a group as this
+  process's group of that name; stock leaves them ``None``), and torch's mesh
+  ops it may call are registered (torch registers them only while tracing).
 - Under ``compile_on_one_rank``, a tensor on the current accelerator enters
   the keys without its device index where inductor's code is device-agnostic
   (``keys.key_device``), so the ranks of one node share keys.
@@ -47,12 +49,28 @@ def _with_live_objects(unwrap: Any) -> Any:
     def constants(self: Any, graph: Any) -> Any:
         values = unwrap(self, graph)
         for name, stored in C.caches.stored_opaque_constants(graph).items():
-            record = tracked_types.find(stored) if name not in values else None
-            if record is not None and record.on_cache_load is not None:
-                values[name] = record.on_cache_load(stored)
+            live = tracked_types.loaded_from_cache(stored) if name not in values else None
+            if live is not None:
+                values[name] = live
         return values
 
     return constants
+
+
+def _saved_constants(prepare: Any) -> Any:
+    """A graph saved to the cache stores its constants of a tracked type as
+    that type's declaration says (``cache_save``: a process group as its
+    name); stock fails to pickle a group ("cannot pickle ProcessGroup") and
+    saves nothing. ``prepare`` runs on the copy being saved."""
+    def prepare_for_serialization(self: Any) -> None:
+        prepare(self)
+        stored = C.caches.stored_opaque_constants(self)
+        if stored:
+            C.caches.set_stored_opaque_constants(self, {
+                name: tracked_types.saved_for_cache(C.aot.fake_object_of(value) or value)
+                for name, value in stored.items()})
+
+    return prepare_for_serialization
 
 
 def _device_agnostic_metadata(extract: Callable[..., Any]) -> Callable[..., Any]:
@@ -89,6 +107,8 @@ def cache_key_patches(p: Patches, *builders: Any) -> None:
     p.set(owner, name, _device_agnostic_metadata(getattr(owner, name)))
     for loader in C.caches.constants_loaders():
         p.set(loader, "unwrap", _with_live_objects(loader.__dict__["unwrap"]))
+    saved = C.caches.compiled_graph_class()
+    p.set(saved, "prepare_for_serialization", _saved_constants(saved.__dict__["prepare_for_serialization"]))
     pickler = C.caches.fx_cache_pickler()
     original_init = pickler.__dict__["__init__"]
 

@@ -32,6 +32,7 @@ depends on, and what is left out and why that is sound.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -243,6 +244,55 @@ def group_key_identity(group: Any) -> tuple:
     """A process group: its name, which names one group in every process
     that made the same groups in the same order (what collectives name it by)."""
     return ("group", group.group_name)
+
+
+# -- a process group a graph holds as an object ---------------------------------
+# Under ``compile_on_one_rank`` (2.12+) torch passes the group object itself to
+# the functional collectives (``_functional_collectives._group_or_group_name``),
+# so AOTAutograd's graphs hold it as a constant, where otherwise they hold its
+# name. A graph is saved with the group as ``SavedGroup`` (its name and size)
+# and, loaded, runs on this process's group of that name (``live_group``): what
+# a graph naming the group by string runs on. So the key holds the name and the
+# size (``group_key_pickle``), of a constant and of a group that is a graph input
+# (torch's key pickler writes a fake script object's real object, and
+# AOTAutograd's trace turns a group input into the constant its collectives
+# use); nothing else of the group reaches the compiled code, which calls the
+# collective on the object at run time (the rank within it is a run-time op
+# under ``compile_on_one_rank``).
+
+@dataclasses.dataclass(frozen=True)
+class SavedGroup:
+    """A process group as a cached graph stores it."""
+    name: str
+    size: int
+
+
+def group_cache_identity(group: Any) -> tuple:
+    """A group held by a graph, in its key: its name and size."""
+    return ("group", group.group_name, group.size())
+
+
+def group_key_pickle(group: Any) -> tuple:
+    """A group in the FX-graph cache key (stock's fallback writes its bound
+    ``name`` method, object address included: no two processes share it)."""
+    return (str, (repr(group_cache_identity(group)),))
+
+
+def saved_group(group: Any) -> SavedGroup:
+    return SavedGroup(group.group_name, group.size())
+
+
+def live_group(stored: SavedGroup) -> Any:
+    """This process's group named as ``stored``."""
+    group = C.distributed.group_named(stored.name)
+    if group is None or group.size() != stored.size:
+        found = "none" if group is None else f"one of size {group.size()}"
+        raise RuntimeError(
+            f"dynamo_dist: a cached graph runs collectives on process group {stored.name!r} of size "
+            f"{stored.size}, and this process has {found}; make the same groups in the same order "
+            "before calling it, or clear the inductor cache (TORCHINDUCTOR_CACHE_DIR)."
+        )
+    return group
 
 
 def placement_key_identity(placement: Any) -> tuple | None:

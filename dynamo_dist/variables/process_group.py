@@ -116,6 +116,12 @@ PROCESS_GROUP = declare(TrackedType(
     guard=install_group_guard,
     # Its name (caching/keys.py).
     key_identity=keys.group_key_identity,
+    # Held by a graph (``compile_on_one_rank``): keyed and saved by name and
+    # size, loaded as this process's group of that name (caching/keys.py).
+    key_pickle=keys.group_key_pickle,
+    cache_save=keys.saved_group,
+    saved_as=keys.SavedGroup,
+    on_cache_load=keys.live_group,
     # A mesh dim's group: replayed on its mesh (``mesh.get_group(1)``).
     rebuild=replay_derivation,
     fast_types=(C.ProcessGroup,),

@@ -110,3 +110,32 @@ def test_c10d_collectives_and_the_truth_of_meshes_and_groups_compile_whole(world
     run = check_like_eager(_truths, torch.zeros(2), mesh)
     assert run.frame_count == 1
     torch.testing.assert_close(run.compiled, torch.full((2,), 17.0))
+
+
+@pytest.mark.skipif(C.aot.GRAPH_HELD_GROUP_CLASS is None,
+                    reason="a graph holds a process group as an object only on torch 2.12+")
+def test_a_group_among_a_graphs_inputs_is_in_its_cache_key_by_name(world8):
+    """torch keys an opaque graph input by its position alone, and
+    AOTAutograd's trace turns a group input into the constant its
+    collectives use (``compile_on_one_rank``): two graphs alike but for the
+    group must not share an entry. Saved and loaded, a group is this
+    process's group of the same name (tests/spawned/test_spmd_types_group_constants.py)."""
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    from dynamo_dist.caching import keys
+
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    tp, dp = dist.new_group([0, 1, 2, 3]), dist.new_group([2, 3])  # this rank is 3
+
+    def key(group, inputs=None):
+        inputs = [torch.ones(2), FakeScriptObject(None, "ProcessGroup", group)] if inputs is None else inputs
+        details = C.caches.hash_details()(gm, inputs, {}, [])
+        return C.caches.fx_cache_pickler()(gm).get_hash(details)
+
+    assert key(tp) == key(tp)
+    assert key(tp) != key(dp)
+    assert key(None, [torch.ones(2)]) == key(None, [torch.ones(2)])
+    stored = keys.saved_group(dp)
+    assert keys.live_group(stored) is dp
+    with pytest.raises(RuntimeError, match="make the same groups in the same order"):
+        keys.live_group(keys.SavedGroup(stored.name, 4))

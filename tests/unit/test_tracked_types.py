@@ -172,6 +172,9 @@ def test_a_record_that_contradicts_itself_fails_when_declared():
     with pytest.raises(TypeError, match="ready and not_ready go together"):
         tracked_types.TrackedType("Widget", C.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
                                   ready=C.mesh_is_constructed)
+    with pytest.raises(TypeError, match="cache_save and saved_as go together"):
+        tracked_types.TrackedType("Widget", C.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
+                                  cache_save=repr)
     with pytest.raises(ValueError, match="'DeviceMesh' is declared already"):
         tracked_types.declare(tracked_types.TrackedType("DeviceMesh", C.DeviceMesh, DeviceMeshVariable))
 
