@@ -319,9 +319,10 @@ def tasks(cfg: Any) -> list[Task]:
             return measure_jobs(CLIENTS[name].case.world_size, name, "-", cfg.once_client_repeats,
                                 cfg.once_timeout, progress)
         found.append(Task(f"compile_once {name}", client))
-    found.append(Task(f"compile_once fleet x{cfg.once_worlds[0]}",
-                      lambda progress: measure_fleet(cfg.once_worlds[0], cfg.once_model, cfg.once_size,
-                                                     cfg.once_timeout, progress)))
+    if cfg.once_worlds:  # the new host: the TP block on the first world
+        found.append(Task(f"compile_once fleet x{cfg.once_worlds[0]}",
+                          lambda progress: measure_fleet(cfg.once_worlds[0], cfg.once_model, cfg.once_size,
+                                                         cfg.once_timeout, progress)))
     found += [Task(f"compile_once coordination x{n}",
                    lambda progress, n=n: measure_coordination(n, cfg.once_sim_keys, cfg.once_sim_compile_s,
                                                               cfg.once_sim_payload, progress))

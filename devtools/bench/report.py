@@ -13,6 +13,7 @@ from devtools.coverage.tables import replace_block
 from dynamo_dist.diagnostics.caches import CACHE_NAMES
 
 from .suite import errors
+from .warm_clients import row_set
 from .warm_start import outcome_text
 
 DOC_PATH = "docs/benchmarks.md"  # the benchmark page, where every figure is
@@ -38,6 +39,27 @@ OWN_BLOCKS = {WARM: ("bench-warm", WARM_README_MARKER),
               ONCE_SCALE: ("bench-compile-once-scale", "bench-compile-once-scale-summary"),
               PLANNER: ("bench-planner", "bench-planner-summary"),
               DEMO: ("bench-demo", "bench-demo-summary")}
+# The config field naming each section's client rows: a run of a named row
+# set (``warm_clients.ROW_SETS``) writes the section's block with the set's
+# name (``bench-warm-clients-spmd_types``) and no README line, leaving the
+# full run's figures as they are.
+ROWS_FIELD = {WARM_CLIENTS: "warm_clients", ONCE: "once_clients"}
+
+
+def row_set_of(result: dict[str, Any], own: str | None) -> str | None:
+    """The row set that section ``own`` of ``result`` ran, or None."""
+    field = ROWS_FIELD.get(own)
+    return None if field is None else row_set(result["meta"].get("config", {}).get(field))
+
+
+def doc_marker(result: dict[str, Any], own: str | None) -> str:
+    """The doc block section ``own`` (None: the main sections) of ``result`` writes."""
+    if own is None:
+        return DOC_MARKER
+    named = row_set_of(result, own)
+    return OWN_BLOCKS[own][0] if named is None else f"{OWN_BLOCKS[own][0]}-{named}"
+
+
 # The compile-once page (beside DOC_PATH) holds a table of the cold jobs, which
 # write_doc rewrites with the compile_once section.
 ONCE_PAGE = "compile-once.md"
@@ -755,15 +777,16 @@ def write_doc(path: str, result: dict[str, Any], note: str = "") -> None:
         with open(path, "w") as f:
             f.write(text_)
         return
-    blocks = [(None, DOC_MARKER, doc_block), *((own, markers[0], own_doc_block) for own, markers in OWN_BLOCKS.items())]
-    for own, marker, block in blocks:
+    for own, block in ((None, doc_block), *((own, own_doc_block) for own in OWN_BLOCKS)):
         part = _select(result, own)
         if _has(part):
+            marker = doc_marker(result, own)
             text_ = replace_block(_ensure_block(text_, marker), marker, block(part, note))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         f.write(text_)
-    _write_once_page(os.path.join(os.path.dirname(path), ONCE_PAGE), result)
+    if row_set_of(result, ONCE) is None:
+        _write_once_page(os.path.join(os.path.dirname(path), ONCE_PAGE), result)
 
 
 def _write_once_page(path: str, result: dict[str, Any]) -> None:
@@ -899,7 +922,7 @@ def update_readme(path: str, result: dict[str, Any], doc: str = DOC_PATH) -> Non
     load = f", load average {m['load_average_start'][0]}" if m.get("load_average_start") else ""
     for own, marker in ((None, README_MARKER), *((own, markers[1]) for own, markers in OWN_BLOCKS.items())):
         part = _select(result, own)
-        if _has(part):
+        if _has(part) and row_set_of(result, own) is None:
             # The machine and torch, not the date: the README states what holds, the
             # benchmark page (and the saved result) when it was measured.
             bullets = "\n".join(f"- {line}" for line in headlines(part))

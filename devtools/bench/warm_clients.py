@@ -82,6 +82,18 @@ ROWS: dict[str, ClientRow] = {
 # those of the full runs saved as warm_start_clients_*.json and restart_*.json.
 SPMD_ROWS = ("torchtitan TP=2, spmd_types, no AC", "torchtitan TP=2, spmd_types type-checked, no AC")
 DEFAULT_ROWS = tuple(name for name, row in ROWS.items() if not row.env and name not in SPMD_ROWS)
+# Named sets of rows run on their own (``--client-rows`` the set's rows, in
+# the clients' warm start and in compile once): their results file writes a
+# block of its own (``devtools.bench.report``, the section's marker and the
+# set's name) and no README line. spmd_types' unchecked step: under the
+# checker stock crashes in the trace, so there is no stock side to time
+# (the type checker's cost is its own tool, ``devtools.clients.check_cost``).
+ROW_SETS = {"spmd_types": ("torchtitan TP=2, spmd_types, no AC",)}
+
+
+def row_set(rows: Any) -> str | None:
+    """The name of the row set ``rows`` are, or None."""
+    return next((name for name, members in ROW_SETS.items() if tuple(rows or ()) == members), None)
 QUICK_ROWS = ("transformers Llama TP=2",)
 
 

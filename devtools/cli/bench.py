@@ -68,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--note", default="", help="a line added under the stamp in the doc (e.g. the machine load)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--client-rows", nargs="+", metavar="ROW",
-                        help="warm_start_clients: only these rows (their names as the table prints them)")
+                        help="warm_start_clients and compile_once: only these client rows (their names as the "
+                             "table prints them; compile_once then runs no other row)")
     parser.add_argument("--client-warm-runs", type=int, metavar="N",
                         help="warm_start_clients: warm runs per side and row (default 3)")
 
@@ -119,7 +120,8 @@ def config(args: argparse.Namespace) -> Any:
         unknown = [r for r in args.client_rows if r not in suite.warm_clients.ROWS]
         if unknown:
             return f"--client-rows: no row {unknown[0]!r}; the rows: " + "; ".join(suite.warm_clients.ROWS)
-        cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows))
+        cfg = dataclasses.replace(cfg, warm_clients=tuple(args.client_rows), once_clients=tuple(args.client_rows),
+                                  once_worlds=(), once_sim_processes=())
     if args.client_warm_runs is not None:
         if args.client_warm_runs < 1:
             return "--client-warm-runs: give 1 or more"

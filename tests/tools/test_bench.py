@@ -187,6 +187,52 @@ def test_clients_section_runs_only_when_named_and_says_why_it_skips(monkeypatch)
     assert summary.rstrip().endswith("plugin FX 4/4 hit; AOT 1/2 hit, 1 bypass |")  # the bypass is shown
 
 
+def test_a_named_row_set_writes_a_block_of_its_own_and_leaves_the_full_runs(tmp_path):
+    """``--client-rows`` with a row set's rows (``warm_clients.ROW_SETS``):
+    its results go to the section's block named after the set, never over
+    the full run's block or the README's lines; compile once then runs
+    only those client rows."""
+    from devtools.bench import compile_once, report, suite, warm_clients
+    from devtools.cli import bench as cli
+
+    [(name, rows)] = [(n, r) for n, r in warm_clients.ROW_SETS.items() if n == "spmd_types"]
+    cfg = cli.config(cli_args(["--only", "warm_start_clients", "compile_once", "--client-rows", *rows]))
+    assert (cfg.warm_clients, cfg.once_clients) == (rows, rows)
+    assert [t.label for t in compile_once.tasks(cfg)] == [f"compile_once {r}" for r in rows]
+    row = {"model": rows[0], "world": "gloo", "ranks": 2, "cold_repeats": 1, "warm_repeats": 1,
+           "cold": {"stock_s": 40.0, "plugin_s": 36.0, "ratio": 0.9},
+           "warm": {"stock_s": 15.0, "plugin_s": 6.0, "ratio": 0.4}, "warm_cpu": {"ratio": 0.4},
+           "caches": {"warm": {s: [{"fx_graph": {"hit": 4, "miss": 0, "bypass": 0},
+                                    "aot_autograd": {"hit": 2, "miss": 0, "bypass": 0}}] for s in ("stock", "plugin")}},
+           "bypass_reasons": {"warm": {}}}
+    machine = {"cpu": "x", "cores": 2, "torch": RUNNING, "gpus": [], "python": "3.11", "platform": "p"}
+    meta = {"date": "d", "command": "c", "seconds": 1.0, "dynamo_dist": "0", "machine": machine,
+            "config": {"warm_clients": list(rows)}}
+    result = {"meta": meta, "warm_start_clients": [row]}
+    assert report.doc_marker(result, report.WARM_CLIENTS) == "bench-warm-clients-spmd_types"
+    full = {"meta": {**meta, "config": {"warm_clients": list(suite.FULL.warm_clients)}}, "warm_start_clients": [row]}
+    assert report.doc_marker(full, report.WARM_CLIENTS) == "bench-warm-clients"
+    doc, readme = tmp_path / "benchmarks.md", tmp_path / "README.md"
+    kept = "<!-- bench-warm-clients:begin -->\nthe full run\n<!-- bench-warm-clients:end -->\n"
+    doc.write_text(kept)
+    readme.write_text("<!-- bench-warm-clients-summary:begin -->\nfull\n<!-- bench-warm-clients-summary:end -->\n")
+    report.write_doc(str(doc), result)
+    report.update_readme(str(readme), result, doc=str(doc))
+    text = doc.read_text()
+    assert text.startswith(kept) and "<!-- bench-warm-clients-spmd_types:begin -->" in text and rows[0] in text
+    assert "\nfull\n" in readme.read_text()
+
+
+def cli_args(words):
+    import argparse
+
+    from devtools.cli import bench as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(words)
+
+
 @pytest.mark.slow
 def test_compile_once_scale_runs_small_and_writes_a_whole_file(tmp_path):
     """``--only compile_once_scale`` on its quick size (16 simulated ranks in
