@@ -5,8 +5,9 @@ A tracked type is declared once, in the module of its tracker, by one
 ``TrackedType`` record (``declare``): which objects it covers, its member
 table and tracker, the tracker of its class, how a sourced object of it is
 guarded, how compile-cache keys hold it, how it is rebuilt in bytecode when
-it escapes, and how a graph saved to a cache stores it and, loaded, gets it back. Whoever asks
-"is this a tracked object, and what is done with it?" asks this table:
+it escapes, and how a graph saved to a cache stores it and, loaded, gets it
+back. Whoever asks "is this a tracked object, and what is done with it?" asks
+this table:
 
 - ``variables.build.build``, the one entry point of every Dynamo hook
   (sourced and sourceless values, a query's answers): tracker and guard;

@@ -62,13 +62,17 @@ def _saved_constants(prepare: Any) -> Any:
     that type's declaration says (``cache_save``: a process group as its
     name); stock fails to pickle a group ("cannot pickle ProcessGroup") and
     saves nothing. ``prepare`` runs on the copy being saved."""
+    def stored(value: Any) -> Any:
+        real = C.aot.fake_object_of(value)
+        obj = value if real is None else real
+        saved = tracked_types.saved_for_cache(obj)
+        return value if saved is obj else saved  # not a tracked type's: as stock saves it
+
     def prepare_for_serialization(self: Any) -> None:
         prepare(self)
-        stored = C.caches.stored_opaque_constants(self)
-        if stored:
-            C.caches.set_stored_opaque_constants(self, {
-                name: tracked_types.saved_for_cache(C.aot.fake_object_of(value) or value)
-                for name, value in stored.items()})
+        constants = C.caches.stored_opaque_constants(self)
+        if constants:
+            C.caches.set_stored_opaque_constants(self, {name: stored(v) for name, v in constants.items()})
 
     return prepare_for_serialization
 
