@@ -18,8 +18,22 @@ public modules. Run them from the repository root (``python -m devtools
 --help``): the spawned ranks and benchmark children import them by name.
 """
 
+import re
+
 # The two sides every benchmark and client run compares, spelled once: stock
 # torch and torch with the plugin. They are also the keys of the saved results
 # (benchmarks/results/*.json) that the README and docs/benchmarks.md are made
 # from, so they do not change.
 STOCK, PLUGIN = "stock", "plugin"
+
+
+def error_line(error: str) -> str:
+    """A failed run's error in one line: its last line that names what was
+    raised (Dynamo follows it with the user's stack and advice), else its
+    last line. The tools that report a side's failure say it so."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    return raised[-1] if raised else (lines[-1] if lines else error)
+
+
+_RAISED = re.compile(r"^[\w.]*(Error|Exception|Unsupported|Interrupt)\b")

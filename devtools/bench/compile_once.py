@@ -48,7 +48,7 @@ import dynamo_dist
 from dynamo_dist._compat.caches import outcome_counts
 from dynamo_dist import compile_once
 from dynamo_dist.compile_once.store import Decision, JobStore
-from devtools import PLUGIN, STOCK
+from devtools import PLUGIN, STOCK, error_line
 from devtools.clients import run_driver
 from dynamo_dist.demo.models import build_model, local_input, make_input
 from dynamo_dist.worlds import run_in_world
@@ -144,23 +144,38 @@ def run_job(side: str, ranks: int, model_name: str, size: str, base: str, timeou
 
 def measure_jobs(ranks: int, model_name: str, size: str, repeats: int, timeout: float,
                  progress: Callable[[str], None]) -> dict[str, Any]:
-    """``repeats`` cold jobs per side, sides alternating; the row."""
+    """``repeats`` cold jobs per side, sides alternating; the row. A stock
+    job that fails is the row's ``failed`` (the line naming what it raised)
+    and stock is not run again: the plugin's sides still are, and their
+    figures stand without a stock ratio. A plugin side that fails fails the row."""
     runs: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="dynamo_dist_once_") as root:
         def sample(side: str) -> dict[str, float]:
+            if side in failed:
+                return {}
             base = os.path.join(root, f"{side}-{len(runs.get(side, []))}")
-            got = run_job(side, ranks, model_name, size, base, timeout)
+            try:
+                got = run_job(side, ranks, model_name, size, base, timeout)
+            except RuntimeError as e:
+                if side != STOCK:
+                    raise
+                failed[side] = error_line(str(e))
+                return {}
             runs.setdefault(side, []).append(got)
             return {"wall": got["wall"], "cpu": got["cpu"]}
 
         result = T.compare(SIDES, repeats, sample, progress)
-    return {
+    row = {
         "kind": "job", "model": model_name, "size": size, "ranks": ranks, "repeats": repeats,
         "wall": result["wall"].as_dict("s") | {"ratio": result["wall"].ratio(ONCE, STOCK)},
         "cpu": result["cpu"].as_dict("s") | {"ratio": result["cpu"].ratio(ONCE, STOCK)},
         "compiles_per_graph": {side: [r["compiles_per_graph"] for r in rs] for side, rs in runs.items()},
         "runs": runs,
     }
+    if failed:
+        row["failed"] = failed
+    return row
 
 
 # ---------------------------------------------------------------------------

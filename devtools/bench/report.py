@@ -427,6 +427,8 @@ def once_table(rows: list[dict[str, Any]]) -> str:
                              "new host: cache hits", "new host: CPU s summed"], fleet_rows)) if fleet_rows else ""
     skipped = "\n".join(f"- {'fleet cache' if r.get('kind') == 'fleet' else r['model']}: skipped ({r['skipped']})"
                         for r in rows if "skipped" in r)
+    failed = "\n".join(f"- {_once_program(r)}: {side} fails, and is not run again: `{line}`"
+                       for r in jobs for side, line in r.get("failed", {}).items())
     sims = [r for r in rows if r.get("kind") == "coordination"]
     sim_table = ("The coordination alone (processes on one TCPStore, simulated compiles):\n\n" + _table(
         ["processes", "graphs", "compile s each", "artifact KiB", "compiles per graph",
@@ -434,7 +436,7 @@ def once_table(rows: list[dict[str, Any]]) -> str:
         [[str(r["processes"]), str(r["keys"]), _f(r["compile_s"], 1), _kib(r["payload_bytes"]),
           str(r["compiles_per_key"]), f"{_f(r['median_load_after_publish_s'], 3)} / "
           f"{_f(r['last_load_after_publish_s'], 3)}"] for r in sims])) if sims else ""
-    return "\n\n".join(p for p in (table, fleet_table, skipped, sim_table) if p)
+    return "\n\n".join(p for p in (table, failed, fleet_table, skipped, sim_table) if p)
 
 
 def once_page_table(rows: list[dict[str, Any]]) -> str:
@@ -459,8 +461,9 @@ def once_summary_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     for r in rows:
         if r.get("kind") == "job" and "skipped" not in r:
             f = once_figures(r)
+            stock = "fails" if "stock" in r.get("failed", {}) else _f(f["stock_compiles"], 1)
             out.append([f"compile once, {_once_program(r)}, gloo x{r['ranks']}, inductor, cold job",
-                        f"FX compiles per graph: stock {_f(f['stock_compiles'], 1)}, once "
+                        f"FX compiles per graph: stock {stock}, once "
                         f"{_f(f['compile_once_compiles'], 1)}; CPU summed once / stock {_f(f['cpu_ratio'])} "
                         f"(bound {_f(f['cpu_bound'] / f['stock_cpu'])}); slowest first step once / stock "
                         f"{_f(f['wall_ratio'])}"])

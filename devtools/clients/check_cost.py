@@ -35,11 +35,10 @@ from typing import Any, Sequence
 import torch
 
 import dynamo_dist
-from devtools import PLUGIN, STOCK
+from devtools import PLUGIN, STOCK, error_line
 from devtools.bench import warm_clients
 from devtools.bench.warm_start import _child_env
 from devtools.clients import run_driver
-from devtools.clients.restart import _last_line
 from dynamo_dist.worlds import run_in_world
 
 SIDES = (PLUGIN, STOCK)
@@ -57,7 +56,7 @@ def sample_on_rank(side: str, mode: str, steps: int, backend: str) -> dict[str, 
     error = eager.error or compiled.error
     return {"eager_s": eager.step_seconds, "compiled_s": compiled.step_seconds, "traced": compiled.frames_traced,
             "breaks": compiled.graph_breaks, "loss_diff": compiled.max_loss_diff,
-            "grad_diff": compiled.max_grad_diff, "error": _last_line(error) if error else None}
+            "grad_diff": compiled.max_grad_diff, "error": error_line(error) if error else None}
 
 
 def over_ranks(ranks: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -97,7 +96,7 @@ def run_sample(side: str, mode: str, steps: int, backend: str, timeout: float) -
             return {"error": f"timed out after {timeout + 60:.0f} s", "ranks": []}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"error": f"exited {proc.returncode}: {_last_line(proc.stderr)}", "ranks": []}
+        return {"error": f"exited {proc.returncode}: {error_line(proc.stderr)}", "ranks": []}
     return json.loads(lines[-1])
 
 

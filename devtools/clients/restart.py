@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from typing import Any, Sequence
 import torch
 
 import dynamo_dist
-from devtools import PLUGIN, STOCK
+from devtools import PLUGIN, STOCK, error_line
 from devtools.bench import warm_clients
 from devtools.bench.warm_start import _child_env
 from devtools.clients import run_driver
@@ -51,15 +50,6 @@ JOBS = (1, 2)
 PRECOMPILE = (("TORCH_CACHING_PRECOMPILE", "1"),)
 
 
-_RAISED = re.compile(r"^[\w.]*(Error|Exception|Unsupported|Interrupt)\b")
-
-
-def _last_line(error: str) -> str:
-    """The error's last line that names what was raised (Dynamo follows it
-    with the user's stack and advice), else its last line."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    raised = [line for line in lines if _RAISED.match(line)]
-    return raised[-1] if raised else (lines[-1] if lines else error)
 
 
 def job_on_rank(side: str, name: str, cache_root: str, steps: int, layout: str = PER_RANK) -> dict[str, Any]:
@@ -76,7 +66,7 @@ def job_on_rank(side: str, name: str, cache_root: str, steps: int, layout: str =
             "grad_diff": compiled.max_grad_diff, "losses": compiled.losses, "eager_losses": eager.losses,
             "dynamo_cache": compiled.dynamo_cache, "aot_autograd": compiled.cache_outcomes.get("aot_autograd", {}),
             "first_step_s": compiled.step_seconds[0] if compiled.step_seconds else None,
-            "error": _last_line(error) if error else None}
+            "error": error_line(error) if error else None}
 
 
 def over_ranks(ranks: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -117,7 +107,7 @@ def run_job(side: str, name: str, cache_root: str, steps: int, timeout: float,
             f.write(proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return over_ranks([]) | {"error": f"exited {proc.returncode}: {_last_line(proc.stderr)}"}
+        return over_ranks([]) | {"error": f"exited {proc.returncode}: {error_line(proc.stderr)}"}
     return json.loads(lines[-1])
 
 

@@ -223,6 +223,31 @@ def test_a_named_row_set_writes_a_block_of_its_own_and_leaves_the_full_runs(tmp_
     assert "\nfull\n" in readme.read_text()
 
 
+def test_a_compile_once_row_whose_stock_job_fails_keeps_the_plugins_figures(monkeypatch):
+    """Stock failing a job (torchtitan's spmd_types step under
+    compile_on_one_rank) is said once and not run again; a plugin side
+    failing fails the row."""
+    from devtools.bench import compile_once, report
+
+    calls = []
+
+    def run_job(side, ranks, model, size, base, timeout):
+        calls.append(side)
+        if side == "stock":
+            raise RuntimeError("exited 1:\nTraceback ...\nTypeError: cannot pickle 'ProcessGroup' object\n")
+        return {"wall": 2.0, "cpu": 3.0, "compiles_per_graph": 1.0, "per_rank": []}
+
+    monkeypatch.setattr(compile_once, "run_job", run_job)
+    row = compile_once.measure_jobs(2, "m", "-", 3, 1.0, lambda _: None)
+    assert calls.count("stock") == 1 and calls.count("plugin") == calls.count("compile_once") == 3
+    assert row["failed"] == {"stock": "TypeError: cannot pickle 'ProcessGroup' object"}
+    assert math.isnan(row["wall"]["ratio"]) and row["wall"]["plugin_s"] == 2.0
+    assert "m: stock fails, and is not run again: `TypeError: cannot pickle" in report.once_table([row])
+    monkeypatch.setattr(compile_once, "run_job", lambda side, *a: run_job("stock", *a))
+    with pytest.raises(RuntimeError, match="cannot pickle"):
+        compile_once.measure_jobs(2, "m", "-", 1, 1.0, lambda _: None)
+
+
 def cli_args(words):
     import argparse
 
@@ -272,15 +297,15 @@ def test_compile_once_scale_runs_small_and_writes_a_whole_file(tmp_path):
 def test_a_restart_error_is_the_line_that_names_what_was_raised():
     """Dynamo ends an error with the user's stack and its advice; the
     restart table shows what was raised."""
-    from devtools.clients.restart import _last_line
+    from devtools import error_line
 
     error = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
              "torch._dynamo.exc.InternalTorchDynamoError: TypeError: Opaque object of type 'DeviceMesh'\n\n"
              "from user code:\n   File \"y.py\", line 3, in g\n    cached = self._meshes.get(axis_size)\n\n"
              "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace\n")
     raised = "torch._dynamo.exc.InternalTorchDynamoError: TypeError: Opaque object of type 'DeviceMesh'"
-    assert _last_line(error) == raised
-    assert _last_line("exited 1: no line names an exception") == "exited 1: no line names an exception"
+    assert error_line(error) == raised
+    assert error_line("exited 1: no line names an exception") == "exited 1: no line names an exception"
 
 
 def test_the_check_cost_sample_is_the_slowest_rank_per_step_and_its_row_the_median_of_samples():
