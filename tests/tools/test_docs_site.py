@@ -25,6 +25,8 @@ GENERATED = {
     "bench": "docs/benchmarks.md",  # python -m devtools bench --write-doc docs/benchmarks.md
     "bench-warm": "docs/benchmarks.md",
     "bench-warm-clients": "docs/benchmarks.md",
+    "bench-warm-clients-spmd_types": "docs/benchmarks.md",  # a named row set (--client-rows)
+    "bench-compile-once-spmd_types": "docs/benchmarks.md",
     "bench-scale": "docs/benchmarks.md",
     "bench-compile-once": "docs/benchmarks.md",
     "bench-compile-once-scale": "docs/benchmarks.md",
@@ -75,7 +77,10 @@ def test_the_generators_point_at_those_files():
 
     own_doc, own_readme = zip(*report.OWN_BLOCKS.values())
     standalone = {report.standalone_marker(_load(r)) for r in STANDALONE_RESULTS}
-    assert {report.DOC_MARKER, *own_doc, *standalone} == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
+    row_sets = {report.doc_marker(_load(r), s) for r in RESULTS for s in report.ROWS_FIELD
+                if s in _load(r) and report.row_set_of(_load(r), s) is not None}
+    assert {report.DOC_MARKER, *own_doc, *standalone, *row_sets} == {
+        m for m, f in GENERATED.items() if f == report.DOC_PATH}
     assert {report.README_MARKER, *own_readme} == {m for m, f in GENERATED.items() if f == "README.md"}
     assert {bench.MAIN_SUMMARY_MARKER, *bench.SUMMARY_MARKERS.values()} == {report.README_MARKER, *own_readme}
     once_page = str(Path(report.DOC_PATH).parent / report.ONCE_PAGE)
@@ -130,7 +135,8 @@ def test_pages_speak_of_the_software_not_of_its_making(page):
 RESULTS = ("benchmarks/results/latest.json", "benchmarks/results/warm_start_2.13.0_gloo.json",
            "benchmarks/results/warm_start_clients_2.15.0.json", "benchmarks/results/scale_2.15.0.json",
            "benchmarks/results/compile_once_2.15.0.json", "benchmarks/results/compile_once_scale_2.15.0.json",
-           "benchmarks/results/planner_2.15.0.json", "benchmarks/results/demo_2.15.0.json")
+           "benchmarks/results/planner_2.15.0.json", "benchmarks/results/demo_2.15.0.json",
+           "benchmarks/results/spmd_types_clients_2.15.0.json")
 # The warm start on every release, the benchmark page's table of the releases.
 RELEASE_RESULTS = tuple(f"benchmarks/results/warm_start_{v}.json" for v in ("2.11.0", "2.12.1", "2.13.0", "2.14.1",
                                                                             "2.15.0"))
@@ -181,7 +187,8 @@ def test_readme_summary_blocks_all_come_from_saved_results():
     """Every README block the bench writes is filled by one of the saved results."""
     from devtools.bench import report
 
-    sections = {k for result in RESULTS for k in _load(result) if k != "meta"}
+    sections = {k for result in RESULTS for k in _load(result)
+                if k != "meta" and report.row_set_of(_load(result), k) is None}  # a row set has no README line
     blocks = {report.OWN_BLOCKS[s][1] if s in report.OWN_BLOCKS else report.README_MARKER for s in sections}
     assert blocks == {m for m, f in GENERATED.items() if f == "README.md"}
 
@@ -207,8 +214,8 @@ def test_benchmark_page_blocks_all_come_from_saved_results():
     """Every block of the benchmark page is filled by one of the saved results."""
     from devtools.bench import report
 
-    sections = {k for result in RESULTS for k in _load(result) if k != "meta"}
-    blocks = {report.OWN_BLOCKS[s][0] if s in report.OWN_BLOCKS else report.DOC_MARKER for s in sections}
+    blocks = {report.doc_marker(_load(result), k if k in report.OWN_BLOCKS else None)
+              for result in RESULTS for k in _load(result) if k != "meta"}
     blocks |= {report.standalone_marker(_load(r)) for r in STANDALONE_RESULTS}
     assert blocks == {m for m, f in GENERATED.items() if f == report.DOC_PATH}
 
