@@ -82,6 +82,7 @@ ROWS: dict[str, ClientRow] = {
 # those of the full runs saved as warm_start_clients_*.json and restart_*.json.
 SPMD_ROWS = ("torchtitan TP=2, spmd_types, no AC", "torchtitan TP=2, spmd_types type-checked, no AC")
 DEFAULT_ROWS = tuple(name for name, row in ROWS.items() if not row.env and name not in SPMD_ROWS)
+QUICK_ROWS = ("transformers Llama TP=2",)
 # Named sets of rows run on their own (``--client-rows`` the set's rows, in
 # the clients' warm start and in compile once): their results file writes a
 # block of its own (``devtools.bench.report``, the section's marker and the
@@ -94,7 +95,6 @@ ROW_SETS = {"spmd_types": ("torchtitan TP=2, spmd_types, no AC",)}
 def row_set(rows: Any) -> str | None:
     """The name of the row set ``rows`` are, or None."""
     return next((name for name, members in ROW_SETS.items() if tuple(rows or ()) == members), None)
-QUICK_ROWS = ("transformers Llama TP=2",)
 
 
 def skip_reason(name: str) -> str | None:
