@@ -260,12 +260,12 @@ def rank_outcome(stock: dict[str, Any], plugin: dict[str, Any], world_recompiles
     # plugin's graphs are code compiled that stock ran eagerly, not stock's
     # graphs split into more pieces.
     # Recompiles count beyond stock's, except that code the plugin
-    # compiles where stock breaks may take its one static-to-dynamic step when
-    # a size changes (one per frame it compiled), which stock, running that
-    # code eagerly, never takes.
+    # compiles where stock breaks, or where stock compiled no graph at all, may
+    # take its one static-to-dynamic step when a size changes (one per frame
+    # it compiled), which stock, running that code eagerly, never takes.
     recompiles, allowed = plugin.get("recompiles", 0), max(stock.get("recompiles", 0), world_recompiles)
     graphs = plugin["frames"] - recompiles, stock["frames"] - stock.get("recompiles", 0)
-    if plugin["breaks"] < stock["breaks"]:
+    if plugin["breaks"] < stock["breaks"] or graphs[1] == 0:
         allowed += graphs[0]
     if recompiles > allowed or (plugin["breaks"] == stock["breaks"] and graphs[0] > graphs[1] > 0):
         return MORE_FRAMES
