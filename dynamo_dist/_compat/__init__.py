@@ -125,6 +125,7 @@ from .dynamo import (  # noqa: F401
     tracer_state,
     break_graph,
     graph_call,
+    graph_state_call,
     run_on_fakes,
     has_symbolic_size,
     guard_attr_equals,

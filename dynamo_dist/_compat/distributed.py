@@ -11,7 +11,7 @@ import logging
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed._functional_collectives as funcol  # noqa: F401  (re-exported)
@@ -284,13 +284,13 @@ STOCK_TRACKS_WORLD_HOLDERS: bool = _dynamo_distributed_has("WorldMetaClassVariab
 
 # -- DTensor's modes ----------------------------------------------------------
 
-# Whether Dynamo handles ``with implicit_replication():`` entered inside a
-# compiled region so that the DTensor ops inside see the mode: measured,
-# 2.12+ do (they trace it, or break at its C++ switch and run it); 2.11 fails
-# in the fake propagation of the first op inside ("got mixed torch.Tensor and
-# DTensor"), stock and plugin alike. Every attribute the two read is the same
-# (the mode is the same C++ switch), so this is read from the release.
-IMPLICIT_REPLICATION_TRACED: bool = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 12)
+# ``implicit_replication()`` turns on a switch DTensor's op dispatch reads (a
+# plain tensor mixed with DTensors is taken as replicated): a C++ switch on
+# every supported release, which Dynamo cannot trace (its setter is a pybind
+# builtin: a break inside the ``with``'s enter). The plugin traces the
+# ``with`` as that switch (``variables/modes.py``): its getter and setter.
+def implicit_replication_switch() -> tuple[Callable[[], bool], Callable[[bool], None]]:
+    return torch._C._get_dtensor_allow_implicit_replication, torch._C._set_dtensor_allow_implicit_replication
 
 
 # -- a process group across processes -----------------------------------------

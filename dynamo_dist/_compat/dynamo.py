@@ -195,6 +195,14 @@ def graph_call(tx: Any, op: Callable[..., Any], tensors: list, constants: tuple 
         return wrap_fx_proxy(tx, proxy)
 
 
+def graph_state_call(tx: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` as a call_function node on global state (its arguments
+    constants or such nodes), returned: a switch the graph's later calls are
+    traced under (AOTAutograd replays the graph, node by node, when it traces
+    it), as Dynamo records ``torch._C._set_grad_enabled``."""
+    return tx.output.create_node("call_function", fn, args, {})
+
+
 def run_on_fakes(tx: Any, op: Callable[..., Any], *values: Any) -> Any:
     """``op(*values)`` on the trace's fake tensors, outside the graph: what it
     computes is dropped, what it asks of sizes stays (the guards the shape

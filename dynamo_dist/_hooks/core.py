@@ -113,7 +113,7 @@ from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
-from ..variables import dtensor, grad_fn, identity, spmd
+from ..variables import dtensor, grad_fn, identity, modes, spmd
 from ..variables.build import build
 from ..variables.base import fold_builtin, folds_builtin
 from .caches import cache_key_patches, compile_once_patches
@@ -396,9 +396,12 @@ def _checker_paused_at_run_time(call_user_compiler: Any) -> Any:
     """``OutputGraph.call_user_compiler``: a graph of a frame traced under
     spmd_types' checker (``variables.spmd``: the checker ran on its values
     then) runs with the checker off the mode stack, which would otherwise
-    see every op of the graph, and the graph's own ``autograd.Function``, again."""
+    see every op of the graph, and the graph's own ``autograd.Function``, again.
+    A graph that turns on ``implicit_replication``'s switch is compiled with
+    it on (``modes.compiled_under_switch``)."""
     def compile_graph(self: Any, gm: Any, example_inputs: Any) -> Any:
-        compiled = call_user_compiler(self, gm, example_inputs)
+        with modes.compiled_under_switch(gm):
+            compiled = call_user_compiler(self, gm, example_inputs)
         if C.spmd.facts() is not None and any(C.spmd.is_checker_class(type(m)) for m in C.graph_modes(self)):
             return C.spmd.pause_checker_while(compiled)
         return compiled

@@ -55,6 +55,10 @@ class Kind(enum.Enum):
     WAIT = "where the graph waits for its collective (a Work made in the graph)"
     # A clean graph break with the row's hint.
     BREAK = "graph break with hint"
+    # A context manager that turns on a switch of global state: set at trace
+    # time and in the graph (the calls inside are traced, and replayed by
+    # AOTAutograd, under it), entered again where a break resumes inside it.
+    SWITCH = "traced: its switch set at trace time and in the graph; entered again after a break"
     # spmd_types: run as itself at trace time on the frame's spmd_types state
     # and the traced tensors' types; what it changes on them is written back.
     TYPES = "runs at trace time on the traced tensors' types; changes written back"
@@ -75,7 +79,7 @@ class Kind(enum.Enum):
 # Kinds whose handlers compute a call's answer (a runtime rank op, the group
 # of a mesh dim, a DTensor operation): their rows are methods or functions.
 _CALL_KINDS = frozenset({Kind.RANK, Kind.GROUP, Kind.DTENSOR_OP, Kind.COLLECTIVE, Kind.P2P, Kind.STOCK, Kind.WAIT,
-                         Kind.TYPES, Kind.CONTEXT, Kind.BODY, Kind.TF_QUERY, Kind.TF_HANDLER})
+                         Kind.TYPES, Kind.CONTEXT, Kind.SWITCH, Kind.BODY, Kind.TF_QUERY, Kind.TF_HANDLER})
 
 # Row outcomes the coverage page spells out (a FOLD answer that stays tracked).
 TRACKED_MESH = "tracked mesh (no graph node)"

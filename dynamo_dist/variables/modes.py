@@ -11,16 +11,22 @@ them. Entering the mode is a clean graph break instead (``Kind.BREAK``): the
 ``with`` runs eagerly, and Dynamo resumes inside it with the mode on, so the
 code inside compiles with DTensor's own handling of it, on every release.
 
-``implicit_replication()`` is a mode of the same kind; from 2.12 Dynamo
-traces it (a C++ switch Dynamo's fake propagation sees), so its row exists
-only where it does not (``C.distributed.IMPLICIT_REPLICATION_TRACED``).
+``implicit_replication()`` turns on a switch DTensor's dispatch reads, a
+C++ one Dynamo cannot trace: stock breaks inside the ``with``'s enter, and
+where the graph before it holds a single call (a mesh the plugin folded)
+Dynamo runs the whole frame eagerly and compiles the torch functions it calls
+as frames of their own. The plugin traces the ``with`` as that switch
+(``Kind.SWITCH``): set at trace time, so Dynamo's fake propagation of the ops
+inside sees it, and as a node in the graph, so AOTAutograd's replay does;
+restored at its exit, entered again where a break resumes inside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Iterator, Mapping
 
 import torch.distributed.tensor.experimental as dtensor_experimental
 import torch.distributed.tensor.parallel as tensor_parallel
@@ -43,8 +49,8 @@ _WHY = {
     "implicit_replication": "plain tensors mixed with DTensors are taken as replicated",
 }
 DTENSOR_MODES = MemberTable("DTensor modes", {
-    name: Member(Kind.BREAK, method=True, hint=_OUTSIDE.format(name=name))
-    for name in ("loss_parallel", *(() if C.distributed.IMPLICIT_REPLICATION_TRACED else ("implicit_replication",)))
+    "loss_parallel": Member(Kind.BREAK, method=True, hint=_OUTSIDE.format(name="loss_parallel")),
+    "implicit_replication": Member(Kind.SWITCH, method=True),
 }, calls_only=True)
 _MODULES = (tensor_parallel, dtensor_experimental)
 
@@ -71,9 +77,81 @@ def mode_break(vt: DTensorModeVariable, tx: Any, member: Member, args: list, kwa
     graph_break(Break.DTENSOR_MODE, context=what, what=what, why=_WHY[vt.name], hint=member.hint)
 
 
+def mode_switch(vt: DTensorModeVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
+    """SWITCH: the context manager, traced as the switch it turns on."""
+    if args or kwargs:
+        what = f"{_public_names()[vt.value]}(...)"
+        graph_break(Break.DTENSOR_MODE, context=what, what=what, why="it takes no arguments",
+                    hint="Call it as `with implicit_replication():`.")
+    return DTensorSwitchVariable(vt.value)
+
+
+class DTensorSwitchVariable(C.ContextWrappingVariable):
+    """``with implicit_replication():`` as the switch it turns on: on at
+    enter, its value before restored at exit, at trace time and in the graph
+    (the value the switch had where the graph entered the block, read by the
+    graph, so a replay under the switch leaves it on), and
+    ``implicit_replication()`` made again where a break resumes inside the
+    block."""
+
+    _nonvar_fields = {"fn", "before", "before_node", *C.ContextWrappingVariable._nonvar_fields}
+
+    def __init__(self, fn: Any, **rest: Any) -> None:
+        super().__init__(target_values=None, **rest)
+        self.fn, self.before, self.before_node = fn, None, None
+
+    def enter(self, tx: Any) -> Any:
+        get, set_ = C.distributed.implicit_replication_switch()
+        self.before = get()
+        if not self.before:
+            self.before_node = C.graph_state_call(tx, get)
+            C.graph_state_call(tx, set_, True)
+            set_(True)
+        self.set_cleanup_hook(tx, lambda: self._restore(tx))
+        return C.constant(None)
+
+    def _restore(self, tx: Any) -> None:
+        if self.before_node is not None:
+            set_ = C.distributed.implicit_replication_switch()[1]
+            C.graph_state_call(tx, set_, self.before_node)
+            set_(self.before)
+            self.before_node = None
+
+    def module_name(self) -> str:
+        return self.fn.__module__
+
+    def fn_name(self) -> str:
+        return self.fn.__name__
+
+    def reconstruct(self, codegen: Any) -> None:
+        C.emit_call_import(codegen, self.fn.__module__, self.fn.__name__)
+
+    def python_type(self) -> type:
+        return contextlib.AbstractContextManager
+
+
+@contextlib.contextmanager
+def compiled_under_switch(gm: Any) -> Iterator[None]:
+    """Compile ``gm`` with the switch on where the graph turns it on: the
+    backend traces the backward of the ops inside the block after the
+    forward's last node (which restored the switch), and DTensor's dispatch
+    of those gradients reads it as eager's backward does under the mode.
+    The switch only lets through what would otherwise raise (Dynamo's fake
+    propagation already ran every forward op under the program's own)."""
+    get, set_ = C.distributed.implicit_replication_switch()
+    if get() or not any(n.op == "call_function" and n.target is set_ and n.args == (True,) for n in gm.graph.nodes):
+        yield
+        return
+    set_(True)
+    try:
+        yield
+    finally:
+        set_(False)
+
+
 class DTensorModeVariable(ImportableObjectVariable):
     STATE = ("name",)
-    KIND_HANDLERS: ClassVar[Mapping[Kind, Callable[..., Any]]] = {Kind.BREAK: mode_break}
+    KIND_HANDLERS: ClassVar[Mapping[Kind, Callable[..., Any]]] = {Kind.BREAK: mode_break, Kind.SWITCH: mode_switch}
 
     def __init__(self, value: Any, name: str, **kwargs: Any) -> None:
         super().__init__(value, **kwargs)

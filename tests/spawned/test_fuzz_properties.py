@@ -167,6 +167,27 @@ def test_distribute_tensor_of_a_tensor_requiring_grad_breaks_no_more_than_stock(
     check_stock(DISTRIBUTE_REQUIRING_GRAD)
 
 
+# Found by the stock property's long run (torch 2.12.1): ``implicit_replication()``
+# after a ``from_local`` on a folded ``mesh["dp"]``. Its C++ switch is a break
+# inside the ``with``'s enter; with a single call in the graph before it, Dynamo
+# ran the frame eagerly and compiled ``from_local``'s own frames (plugin 6
+# breaks, stock 1). The plugin traces the ``with`` as the switch (one graph, no
+# break: tests/unit/test_dtensor_outputs.py); here values and gradients on
+# gloo, sizes changing (the switch set again in the recompiled frame).
+IMPLICIT_REPLICATION_ON_A_SUBMESH = StockExample(
+    mesh=MeshSpec(shape=(1, 2), names=("dp", "tp")),
+    program=Program(source="def f(x, mesh):\n"
+                    "    d = DTensor.from_local(x, mesh['dp'], [Replicate()], run_check=False)\n"
+                    "    with implicit_replication():\n"
+                    "        d = d * torch.arange(d.shape[-1], dtype=d.dtype) + 1\n    return d\n"),
+    shape=(2,), lengths=(3, 5), requires_grad=True)
+
+
+@pytest.mark.release
+def test_implicit_replication_after_a_folded_submesh_is_no_worse_than_stock(gloo2):
+    check_stock(IMPLICIT_REPLICATION_ON_A_SUBMESH)
+
+
 # The guard property has teeth: on stock torch it finds the stale answer for
 # another process group (a known stock fault).
 

@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.experimental import implicit_replication
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import dynamo_dist
@@ -34,7 +35,7 @@ from dynamo_dist import _compat
 from dynamo_dist._compat import observe as O
 from dynamo_dist.testing import fake_world, make_mesh
 
-from helpers import TORCH_RELEASE
+from helpers import TORCH_RELEASE, compile_counting_frames
 
 pytestmark = pytest.mark.release
 
@@ -219,10 +220,59 @@ def test_a_dtensor_mode_entered_inside_compiles_and_breaks_no_more_than_stock(mo
         dynamo_dist.uninstall()
     assert not isinstance(got, Exception), got
     assert type(got) is type(want) and got.shape == want.shape and got.requires_grad
-    # loss_parallel always breaks at its `with`; implicit_replication where Dynamo fails inside it (2.11).
-    assert (MODE_BREAK in breaks) is (mode == "loss_parallel" or STOCK_FAILS_INSIDE[mode]), breaks
+    # loss_parallel always breaks at its `with`; implicit_replication is traced as its switch.
+    assert (MODE_BREAK in breaks) is (mode == "loss_parallel"), breaks
+    if mode == "implicit_replication":
+        assert not breaks and not _compat.distributed.implicit_replication_switch()[0]()
     if not isinstance(stock, Exception):
         assert sum(breaks.values()) <= sum(stock_breaks.values()), (breaks, stock_breaks)
+
+
+def _replicated_times_arange(x, mesh):
+    d = DTensor.from_local(x, mesh["dp"], [Replicate()], run_check=False)
+    with implicit_replication():
+        d = d * torch.arange(d.shape[-1], dtype=d.dtype) + 1
+    return d
+
+
+def _broken_inside(x, mesh):
+    d = DTensor.from_local(x, mesh["dp"], [Replicate()], run_check=False)
+    with implicit_replication():
+        d = d * torch.arange(d.shape[-1], dtype=d.dtype)
+        torch._dynamo.graph_break()
+        d = d + torch.ones(d.shape[-1])
+    return d
+
+
+@pytest.mark.parametrize("program,graphs", [(_replicated_times_arange, 1), (_broken_inside, 2)])
+def test_implicit_replication_is_traced_as_its_switch(program, graphs):
+    """After a ``from_local`` on a folded ``mesh["dp"]`` (a graph of one call
+    before the ``with``, which Dynamo would run wholly eagerly at a break in
+    the ``with``'s enter, compiling ``from_local``'s own frames): one graph,
+    no break but the program's own; the gradient is eager's (AOTAutograd
+    traces the backward under the switch); the switch is off again after the
+    call, and entered again where the program breaks inside the block."""
+    switch = _compat.distributed.implicit_replication_switch()[0]
+    dynamo_dist.install()
+    try:
+        with fake_world(2, 0):
+            mesh = make_mesh((1, 2), ("dp", "tp"))
+            x, x_eager = torch.randn(4, requires_grad=True), None
+            x_eager = x.detach().clone().requires_grad_()
+            want = program(x_eager, mesh)
+            compiled, frames = compile_counting_frames(program)
+            got = compiled(x, mesh)
+            assert not switch()
+            breaks = dict(O.dynamo_counters()["graph_break"])
+            with implicit_replication():
+                want.to_local().sum().backward()
+                got.to_local().sum().backward()
+    finally:
+        dynamo_dist.uninstall()
+    forward_frames = [name for name in frames() if name is not None]  # None: a backward graph's row
+    assert len(forward_frames) == graphs and sum(breaks.values()) == graphs - 1, (frames(), breaks)
+    assert torch.equal(got.to_local(), want.to_local()) and got.placements == want.placements
+    assert torch.equal(x.grad, x_eager.grad)
 
 
 def _stock_error(build, **options):

@@ -256,6 +256,8 @@ def _dispatch_tables():
     for cls in (DeviceMeshVariable, PlacementVariable, ProcessGroupVariable, WorkVariable, LiveWorkVariable):
         yield cls.__name__, cls.KIND_HANDLERS, dict(cls.MEMBERS)
     yield "DistFunctionVariable", DistFunctionVariable.KIND_HANDLERS, dict(_FUNCTIONS)
+    from dynamo_dist.variables import modes
+    yield "DTensorModeVariable", modes.DTensorModeVariable.KIND_HANDLERS, dict(modes.DTENSOR_MODES)
     from dynamo_dist.variables import spmd
 
     yield "SpmdFunctionVariable", spmd.SpmdFunctionVariable.KIND_HANDLERS, dict(spmd.SPMD_FUNCTIONS)
