@@ -587,16 +587,16 @@ PROPERTIES: dict[str, Property] = {
     p.name: p
     for p in [
         Property("query", "compiled == eager for generated query programs (fullgraph, zero breaks)",
-                 _strategy("query_examples", "query"), f"{_HERE}:check_query", ci_examples=150),
+                 _strategy("query_examples", "query"), f"{_HERE}:check_query", ci_examples=100),
         Property("escapes", "escaping placements, meshes and groups equal the eager ones",
                  _strategy("query_examples", "escapes"), f"{_HERE}:check_escapes", ci_examples=100),
         Property("guards", "compile with A, call with B: eager(B), recompile exactly when a folded answer differs",
-                 _strategy("guard_examples"), f"{_HERE}:check_guards", ci_examples=150),
+                 _strategy("guard_examples"), f"{_HERE}:check_guards", ci_examples=100),
         Property("wild", "no InternalTorchDynamoError, whatever is generated; compiled == eager or same exception",
                  _strategy("query_examples", "wild"), f"{_HERE}:check_wild", ci_examples=100),
         # One spawned 2-rank world serves every example (about 4 a second on 2 cores): a full share.
         Property("dtensor", "DTensor numerics and gradients on a 2-rank gloo world, compiled vs eager on every rank",
-                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=80, gloo=True),
+                 _strategy("dtensor_examples"), f"{_HERE}:check_dtensor", ci_examples=50, gloo=True),
         Property("collectives",
                  "DTensor programs on 1-D to 4-D meshes of 8 or 16 ranks: eager's collectives and layouts",
                  _strategy("collectives_examples"), f"{_HERE}:check_collectives", ci_examples=60),
