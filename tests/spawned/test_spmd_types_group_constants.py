@@ -42,7 +42,9 @@ def _same_as_eager(ranks: list[dict], side: str = "plugin") -> None:
     for rank in ranks:
         for run in (rank[side],):
             eager, compiled = run["eager"], run["compiled"]
-            torch.testing.assert_close(compiled["out"], eager["out"])
+            # float32 values carried as Python floats: compared as float32 (inductor's reductions
+            # may round differently from eager's, by the CPU's vector width)
+            torch.testing.assert_close(torch.tensor(compiled["out"]), torch.tensor(eager["out"]))
             for c, e in zip(compiled["grads"], eager["grads"]):
                 torch.testing.assert_close(torch.tensor(c), torch.tensor(e))
 
