@@ -251,7 +251,7 @@ def group_key_identity(group: Any) -> tuple:
 # the functional collectives (``_functional_collectives._group_or_group_name``),
 # so AOTAutograd's graphs hold it as a constant, where otherwise they hold its
 # name. A graph is saved with the group as ``SavedGroup`` (its name and size)
-# and, loaded, runs on this process's group of that name (``live_group``): what
+# and, loaded, runs on this process's group of that name (``saved_group_here``): what
 # a graph naming the group by string runs on. So the key holds the name and the
 # size (``group_key_pickle``), of a constant and of a group that is a graph input
 # (torch's key pickler writes a fake script object's real object, and
@@ -268,8 +268,9 @@ class SavedGroup:
 
 
 def group_cache_identity(group: Any) -> tuple:
-    """A group held by a graph, in its key: its name and size."""
-    return ("group", group.group_name, group.size())
+    """A group held by a graph, in its key: its key identity (the name) and
+    its size, which the saved form checks where it loads."""
+    return (*group_key_identity(group), group.size())
 
 
 def group_key_pickle(group: Any) -> tuple:
@@ -282,7 +283,7 @@ def saved_group(group: Any) -> SavedGroup:
     return SavedGroup(group.group_name, group.size())
 
 
-def live_group(stored: SavedGroup) -> Any:
+def saved_group_here(stored: SavedGroup) -> Any:
     """This process's group named as ``stored``."""
     group = C.distributed.group_named(stored.name)
     if group is None or group.size() != stored.size:

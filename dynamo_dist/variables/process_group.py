@@ -121,7 +121,7 @@ PROCESS_GROUP = declare(TrackedType(
     key_pickle=keys.group_key_pickle,
     cache_save=keys.saved_group,
     saved_as=keys.SavedGroup,
-    on_cache_load=keys.live_group,
+    on_cache_load=keys.saved_group_here,
     # A mesh dim's group: replayed on its mesh (``mesh.get_group(1)``).
     rebuild=replay_derivation,
     fast_types=(C.ProcessGroup,),

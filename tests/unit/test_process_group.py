@@ -136,6 +136,6 @@ def test_a_group_among_a_graphs_inputs_is_in_its_cache_key_by_name(world8):
     assert key(tp) != key(dp)
     assert key(None, [torch.ones(2)]) == key(None, [torch.ones(2)])
     stored = keys.saved_group(dp)
-    assert keys.live_group(stored) is dp
+    assert keys.saved_group_here(stored) is dp
     with pytest.raises(RuntimeError, match="make the same groups in the same order"):
-        keys.live_group(keys.SavedGroup(stored.name, 4))
+        keys.saved_group_here(keys.SavedGroup(stored.name, 4))
