@@ -134,10 +134,11 @@ class DTensorSwitchVariable(C.ContextWrappingVariable):
 def compiled_under_switch(gm: Any) -> Iterator[None]:
     """Compile ``gm`` with the switch on where the graph turns it on: the
     backend traces the backward of the ops inside the block after the
-    forward's last node (which restored the switch), and DTensor's dispatch
-    of those gradients reads it as eager's backward does under the mode.
-    The switch only lets through what would otherwise raise (Dynamo's fake
-    propagation already ran every forward op under the program's own)."""
+    forward, where the graph's own restore (to the value it read at the
+    block's entry: on, here) leaves it on, so DTensor's dispatch of those
+    gradients reads it as eager's backward does under the mode. The switch
+    only lets through what would otherwise raise (Dynamo's fake propagation
+    already ran every forward op under the program's own state)."""
     get, set_ = C.distributed.implicit_replication_switch()
     if get() or not any(n.op == "call_function" and n.target is set_ and n.args == (True,) for n in gm.graph.nodes):
         yield
