@@ -101,12 +101,12 @@ class DTensorSwitchVariable(C.ContextWrappingVariable):
         self.fn, self.before, self.before_node = fn, None, None
 
     def enter(self, tx: Any) -> Any:
+        # The nodes whatever the switch is now: the graph may run where it is off.
         get, set_ = C.distributed.implicit_replication_switch()
         self.before = get()
-        if not self.before:
-            self.before_node = C.graph_state_call(tx, get)
-            C.graph_state_call(tx, set_, True)
-            set_(True)
+        self.before_node = C.graph_state_call(tx, get)
+        C.graph_state_call(tx, set_, True)
+        set_(True)
         self.set_cleanup_hook(tx, lambda: self._restore(tx))
         return C.constant(None)
 

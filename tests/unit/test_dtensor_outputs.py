@@ -342,3 +342,34 @@ def test_distribute_tensor_of_a_size_marked_dynamic_breaks_as_stock_does(mesh, s
     unmarked = torch.compile(f, backend="aot_eager")(torch.randn(*shape) + x)
     assert unmarked.to_local().shape == eager.to_local().shape
     assert dict(O.dynamo_counters()["graph_break"]) == before  # traced whole
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_implicit_replication_compiled_under_an_outer_one_runs_without_it(backend):
+    """First traced where the switch was already on (an outer
+    ``implicit_replication()``), then called where it is off: the graph sets
+    the switch itself around the block (with the ``eager`` backend the graph
+    runs as traced), and leaves it as it found it."""
+    switch = _compat.distributed.implicit_replication_switch()[0]
+    dynamo_dist.install()
+    try:
+        with fake_world(2, 0):
+            mesh = make_mesh((2,))
+
+            def fn(x):
+                with implicit_replication():
+                    d = DTensor.from_local(x, mesh, [Replicate()], run_check=False) * torch.arange(4.0) + 1
+                return d.to_local()
+
+            O.reset_dynamo()
+            compiled = torch.compile(fn, backend=backend)
+            with implicit_replication():
+                first = compiled(torch.ones(4))
+                assert switch()
+            assert not switch()
+            second = compiled(torch.ones(4))
+            assert not switch()
+            want = fn(torch.ones(4))
+    finally:
+        dynamo_dist.uninstall()
+    assert torch.equal(first, want) and torch.equal(second, want)
