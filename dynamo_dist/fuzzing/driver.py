@@ -108,6 +108,8 @@ def run_property(
             report.invalid += 1
             report.record(INVALID)
             reject()
+        except KeyboardInterrupt:  # the run stopped (its time limit): not the example's failure
+            raise
         except BaseException as e:
             report.record(FAILED)
             setattr(e, _EXAMPLE_ATTR, example)

@@ -78,6 +78,29 @@ def check(example):
 '''
 
 
+INTERRUPTED_ORACLE = '''
+calls = []
+
+
+def check(example):
+    calls.append(example)
+    if len(calls) == 3:
+        raise KeyboardInterrupt
+'''
+
+
+def test_an_interrupted_run_counts_no_failure(tmp_path, monkeypatch):
+    """A run stopped at its time limit (SIGINT, as ``timeout -s INT`` sends)
+    is interrupted; the example it stopped in is neither passed nor failed."""
+    (tmp_path / "interrupted_oracle.py").write_text(INTERRUPTED_ORACLE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prop = Property("stopped", "an oracle interrupted on its third example",
+                    lambda: S.query_examples(world=World(4, 1)), "interrupted_oracle:check", ci_examples=0)
+    report = run_property(prop, examples=10, seed=0, out_dir=tmp_path / "out")
+    assert report.interrupted and not report.failures
+    assert report.passed == 2 and "failed" not in report.outcomes, report.outcomes
+
+
 @pytest.mark.slow
 def test_reproducer_fails_on_its_own_for_a_broken_oracle(tmp_path, monkeypatch):
     (tmp_path / "broken_oracle.py").write_text(BROKEN_ORACLE)
