@@ -46,3 +46,15 @@ def test_each_run_counts_every_example_it_passed_by_outcome():
         assert judged == p["passed"] or p["failures"], (judged, p["passed"])
         assert p["status"] in ("ok", "interrupted", "failed")
         assert (p["status"] == "failed") == bool(p["failures"]), p["failures"]
+
+
+CLEAN = "Every release ran its 2,000 programs with no failure."
+
+
+def test_the_page_says_no_failure_only_where_every_run_passed_its_examples():
+    """The sentence under the table holds exactly when every saved run
+    checked its 2,000 programs to the end without a failure."""
+    clean = all(run["properties"]["stock"]["status"] == "ok" and not run["properties"]["stock"]["failures"]
+                and run["properties"]["stock"]["passed"] == 2000 for run in _runs())
+    assert (CLEAN in PAGE.read_text()) == clean, (
+        "the page's sentence after the table must say how the saved runs ended")
