@@ -3,11 +3,14 @@
 (``devtools.clients.restart``): torchtitan's llama3 debugmodel with TP=2 and
 no activation checkpointing (per-block ``torch.compile`` and the loss's,
 inductor, 2 gloo ranks), job 1 and job 2 each a fresh process whose ranks
-keep their caches in their own dirs under one root, or in one dir they share
-(torch's default cache dir is one per user on a host), each rank training
-eagerly then with the plugin and saving Dynamo's entries; and on torchtitan's
-default backend, spmd_types, whose blocks read the current mesh from a
-stack torchtitan fills only inside its train step.
+keep their caches in one dir they share (torch's default cache dir is one per
+user on a host), each rank training eagerly then with the plugin and saving
+Dynamo's entries; and on torchtitan's default backend, spmd_types, whose
+blocks read the current mesh from a stack torchtitan fills only inside its
+train step, with each rank's caches in a dir of its own (as on hosts of one
+rank each). Each layout runs once here; the restart benchmark
+(``python -m devtools.clients.restart``, docs/benchmarks.md) runs the
+partial_dtensor rows in both layouts.
 
 Job 2 must trace no frame on any rank (every frame loaded from job 1's
 entries) and match eager's losses and gradients step by step; job 1 must
@@ -19,14 +22,14 @@ from __future__ import annotations
 import pytest
 
 from devtools import PLUGIN
-from devtools.clients.restart import LAYOUTS, restart
+from devtools.clients.restart import PER_RANK, SHARED, restart
 from helpers import torchtitan_marks
 
 pytestmark = torchtitan_marks()
 
 ROW = "torchtitan TP=2, partial_dtensor, no AC"
 SPMD_ROW = "torchtitan TP=2, spmd_types, no AC"
-CASES = [*((ROW, layout) for layout in LAYOUTS), (SPMD_ROW, "per-rank")]
+CASES = [(ROW, SHARED), (SPMD_ROW, PER_RANK)]
 STEPS = 2  # the second step runs on weights the first step's optimizer updated
 # float32, as the torchtitan test's; inductor's kernels may order a reduction
 # otherwise than eager's aten ops (measured on torch 2.15.0: 0 and 2.7e-8).
