@@ -8,6 +8,7 @@ change to this module only.
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import dataclasses
 import dis
@@ -43,7 +44,7 @@ from torch._dynamo.variables.misc import GetAttrVariable
 from torch._dynamo.variables.tensor import TensorVariable
 from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
 from torch._guards import CompileContext
-from torch._ops import HigherOrderOperator
+from torch._higher_order_ops.wrap import tag_activation_checkpoint as _tag_activation_checkpoint
 from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
@@ -1260,6 +1261,34 @@ def fsdp_module_keeps_class(original: Callable[..., Any]) -> Callable[..., Any]:
     return reducer_override
 
 
+# torch's guard pickler (torch's precompile saves a frame's guards and the
+# locals they were built on): ``reducer_override`` returns NotImplemented for
+# what it leaves to pickle's default.
+GUARD_STATE_PICKLE_POINT: tuple[Any, str] = (torch._dynamo.guards.GuardsStatePickler, "reducer_override")
+
+
+def autograd_function_of_ctx(obj: Any) -> type | None:
+    """The ``autograd.Function`` whose ``ctx`` ``obj`` is (its backward node,
+    an instance of ``Function._backward_cls``), or None."""
+    if not isinstance(obj, torch.autograd.function.BackwardCFunction):
+        return None
+    function = getattr(type(obj), "_forward_cls", None)
+    return function if isinstance(function, type) and function._backward_cls is type(obj) else None
+
+
+def new_ctx_of(function: type) -> Any:
+    """A new ``ctx`` of the ``autograd.Function`` ``function`` (an instance
+    of its backward node class), as ``apply`` makes one."""
+    return function._backward_cls()
+
+
+def ctx_holds_tensors(ctx: Any) -> bool:
+    """``ctx`` holds tensors through the autograd API: saved
+    (``save_for_backward``: ``to_save`` during ``forward``, taken by
+    ``apply`` after it), marked non-differentiable or dirty."""
+    return bool(ctx._raw_saved_tensors or ctx.to_save or ctx.non_differentiable or ctx.dirty_tensors)
+
+
 # 2.11-2.14 name a new global of a frame's output ``prefix`` plus a counter
 # of this process (``unique_id``): a frame loaded from Dynamo's cache has
 # installed the saving process's names in the module globals, so when its
@@ -1537,10 +1566,32 @@ def _instruction_operator(inst: Any) -> Any:
     return None
 
 
-def is_higher_order_operator(func: Any) -> bool:
-    """``func`` is a higher-order operator (``tag_activation_checkpoint``
-    ...): Dynamo's traced form of a call whose body eager runs op by op."""
-    return isinstance(func, HigherOrderOperator)
+def is_activation_checkpoint(func: Any) -> bool:
+    """``func`` is the operator Dynamo traces ``torch.utils.checkpoint``'s
+    block as (``tag_activation_checkpoint``): eager runs the block's
+    function under the modes of its caller."""
+    return func is _tag_activation_checkpoint
+
+
+def call_operator_undispatched(tx: Any, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+    """A higher-order operator's call traced without dispatching it to the
+    torch-function modes (its body traced under the mode stack as it is
+    now): what its tracker does once a mode has handed the call back."""
+    return fn._call_function(tx, args, kwargs)
+
+
+@contextlib.contextmanager
+def mode_pushed(tx: Any, mode: VariableTracker) -> Any:
+    """``mode`` back on the frame's torch-function mode stack for the block
+    (Dynamo pops a mode while its ``__torch_function__`` is traced, as eager
+    does)."""
+    state = tx.symbolic_torch_function_state
+    state.push_torch_function_mode(mode)
+    try:
+        yield
+    finally:
+        popped = state.pop_torch_function_mode()
+        assert popped is mode, "the torch-function mode stack changed inside the block"
 
 
 def operator_behind(tx: Any, func: Any) -> tuple[Any, bool] | None:

@@ -300,15 +300,6 @@ class Break(enum.Enum):
         hints=("Keep the call: the code around it still compiles. To have it compiled, give it plain tensors "
                "and values known when tracing (no SymInt sizes in global type checking).",),
     )
-    SPMD_BODY_NOT_CHECKED = BreakSpec(
-        gb_type="spmd_types checker on a higher-order operator",
-        explanation="Dynamo traces {what} as one higher-order operator, which spmd_types' checker never sees "
-        "eagerly (it checks the operations inside, one by one, as they run); its rule cannot stand for them, so "
-        "the call runs eagerly under the checker.",
-        hints=("Keep the call: the code around it still compiles, and the checked call runs as without "
-               "torch.compile. Under fullgraph=True, compile the checkpointed module's inner module, or train "
-               "without activation checkpointing while type checking.",),
-    )
     SPMD_CHECKER_ENTERED = BreakSpec(
         gb_type="spmd_types checker entered inside the compiled region",
         explanation="`{what}` with no checker current starts spmd_types' type checking: it patches torch "

@@ -27,9 +27,13 @@ again on the graph's ops at run time. Here:
 - a graph of a frame traced under the checker runs with the checker off the
   mode stack (``runtime``): nothing of the checker runs at run time.
 
-A call the checker's rule cannot run on traced values (an ``autograd.Function``
-inside a rule, a value not known while tracing) runs eagerly, with the
-checker, behind a clean ``dynamo_dist:`` graph break.
+An activation-checkpointed block, which Dynamo traces as one higher-order
+operator and hands to the checker as one call, is traced with the checker on
+instead: eager's checker checks the block's operations as they run. Another
+higher-order operator (``torch.cond`` ...) is checked as one call, as eager's
+checker sees it. A call the checker's rule cannot run on traced values (an
+``autograd.Function`` inside a rule, a value not known while tracing) runs
+eagerly, with the checker, behind a clean ``dynamo_dist:`` graph break.
 """
 
 from __future__ import annotations
@@ -78,14 +82,21 @@ class SpmdCheckerVariable(C.TorchFunctionModeVariable):
         """The call ``fn(*args, **kwargs)`` dispatched to the checker; where it
         is an ``autograd.Function``'s apply, ``applied`` is that Function."""
         state = spmd_run.frame_state(tx)
+        checking = (state.checking and not spmd_run.paused_by_frames(tx)
+                    and not spmd_run.inside_applied_function(tx))
+        if checking and applied is None and C.is_activation_checkpoint(C.known_value(fn)):
+            # Eager's checker never sees the checkpointed block as one call: the
+            # block's function runs under it, each operation checked. So its body
+            # is traced with the checker on, each operation checked as it is
+            # traced (the same graph); its outputs share their fake values with
+            # the operator's, so they leave with the types the body gave them.
+            with C.mode_pushed(tx, self):
+                return C.call_operator_undispatched(tx, fn, args, kwargs)
         result = _erased(tx, fn, applied, args, kwargs)  # what eager computes: the graph with the checker off
-        if state.checking and not spmd_run.paused_by_frames(tx) and not spmd_run.inside_applied_function(tx):
+        if checking:
             func = None if applied is None else S.bound_apply(applied)
             try:
                 spmd_run.check(tx, self.value, fn, types, args, kwargs, result, func=func)
-            except spmd_run.OperatorNotSeen as e:
-                what = f"`{e}` (activation checkpointing's traced form)"
-                graph_break(Break.SPMD_BODY_NOT_CHECKED, context=what, what=what)
             except spmd_run.CannotRun as e:
                 what = f"checker on `{_name(C.known_value(fn) if func is None else func)}`"
                 graph_break(Break.SPMD_NOT_RUN, context=what, what=what, why=str(e))

@@ -44,12 +44,6 @@ class CannotRun(Exception):
     call runs eagerly (a clean graph break), where it does what eager does."""
 
 
-class OperatorNotSeen(CannotRun):
-    """The call is a higher-order operator (an activation-checkpointed
-    block), which eager's checker never sees: it checks the body's
-    operations as they run."""
-
-
 # -- the frame's spmd_types state -----------------------------------------------
 
 def frame_state(tx: Any) -> S.State:
@@ -441,10 +435,6 @@ def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, res
     func = C.known_value(fn) if func is None else func
     if func is C.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
-    if C.is_higher_order_operator(func):
-        # Dynamo traced the body with the checker off; the checker's rule for
-        # the operator would run the real operator on the module.
-        raise OperatorNotSeen(getattr(func, "__name__", repr(func)))
     type_classes = C.known_value(types) if types is not None else ()
     if type_classes is C.NO_KNOWN_VALUE:
         type_classes = ()

@@ -44,9 +44,9 @@ MOE = MoECase()
 CP = CPCase(attention="math")
 RING = CPCase(attention="ring")
 CASES = [pytest.param(c, id=c.id) for c in (*LLAMA3, *SIMPLE_FSDP, MOE, CP)]
-# torchtitan's --debug.spmd_typechecking (AC off: a checkpointed block under
-# the checker is a dynamo_dist: break, which fullgraph=True refuses).
-TYPECHECKED = TitanCase("tp", "spmd_types", ac="none", spmd_typechecking=True)
+# torchtitan's --debug.spmd_typechecking, with its default (selective)
+# activation checkpointing: each checkpointed block is checked op by op.
+TYPECHECKED = TitanCase("tp", "spmd_types", spmd_typechecking=True)
 
 # Why torchtitan's default context parallelism cannot run here (measured on
 # torch 2.15.0, eagerly too: see test_ring_attention_has_no_cpu_sharding_strategy).

@@ -306,32 +306,71 @@ def _checkpointed_block(selective: bool, tp):
     return block
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("selective", [False, True], ids=["full_ac", "selective_ac"])
-def test_a_checkpointed_block_under_the_checker_breaks_cleanly(plugin, tp_mesh, mode, selective):
-    """Dynamo traces an activation-checkpointed block as the higher-order
-    operator ``tag_activation_checkpoint`` and dispatches it to the checker,
-    which eager never shows it (eager's checker checks the block's ops): its
-    rule called the real operator on the module and raised "object has no
-    attribute 'meta'" from the traced program (torchtitan's blocks under
-    activation checkpointing). The call runs eagerly behind a clean
-    dynamo_dist: break; fullgraph says so."""
+def _checkpointed_graphs(mode: str, block, x) -> tuple[list[str], object, dict]:
     torch._dynamo.reset()
     counters.clear()
+    rec = Recorder()
+    with P.checker(mode):
+        out = torch.compile(block, backend=rec, fullgraph=True)(x)
+        return rec.graphs, out, dict(counters["graph_break"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("selective", [False, True], ids=["full_ac", "selective_ac"])
+def test_a_checkpointed_block_under_the_checker_is_checked_op_by_op(plugin, tp_mesh, mode, selective):
+    """Dynamo traces an activation-checkpointed block as the higher-order
+    operator ``tag_activation_checkpoint`` and hands it to the checker as one
+    call, which eager never shows it (eager's checker checks the block's
+    operations as they run; its rule for the operator would run the real
+    operator on the module). The block's body is traced with the checker on:
+    fullgraph compiles with no break and the graph of the checker off,
+    the output leaves with eager's types, and an ill-typed operation inside
+    the block raises eager's SpmdTypeError (torchtitan's blocks under
+    activation checkpointing and --debug.spmd_typechecking)."""
     with P.checker(mode):
         x = torch.randn(4, 8, requires_grad=True)
         spmd.assert_type(x, {tp_mesh: spmd.R})
         block = _checkpointed_block(selective, tp_mesh)
         eager = block(x)
-        out = torch.compile(block, backend="aot_eager")(x)
-        assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
-        assert torch.equal(out, eager)
-        breaks = set(counters["graph_break"])
-        assert breaks and all(b.startswith("dynamo_dist: spmd_types checker on a higher-order operator")
-                              for b in breaks)
+    graphs, out, breaks = _checkpointed_graphs(mode, block, x)
+    unchecked, _, _ = _checkpointed_graphs("off", block, x)
+    assert breaks == {}
+    assert graphs == unchecked and len(graphs) == 2  # Dynamo's graph and AOTAutograd's forward (no backward run)
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
+    assert torch.equal(out, eager)
+
+    with P.checker(mode):
+        bad = torch.randn(4, 8, requires_grad=True)
+        spmd.assert_type(bad, {tp_mesh: spmd.P})  # relu of a partial sum: ill typed inside the block
+        with pytest.raises(spmd.SpmdTypeError) as in_eager:
+            block(bad)
         torch._dynamo.reset()
-        with pytest.raises(torch._dynamo.exc.Unsupported, match="dynamo_dist: spmd_types checker on a higher-order"):
-            torch.compile(block, backend="aot_eager", fullgraph=True)(x)
+        with pytest.raises(spmd.SpmdTypeError) as compiled:
+            torch.compile(block, backend="aot_eager")(bad)
+    assert str(compiled.value) == str(in_eager.value)
+
+
+def test_torch_cond_under_the_checker_is_checked_as_one_call(plugin, tp_mesh):
+    """``torch.cond`` under the checker: eager's checker sees it as one call
+    (torch runs it through Dynamo), and so does the compiled frame, with
+    fullgraph and eager's types; with the plugin installed, eager's
+    ``torch.cond`` itself runs as without it (it raised "doesn't work unless
+    it is captured completely" while the checker's rule for an operator
+    other than activation checkpointing broke the graph)."""
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t - 1, (x,))
+
+    with P.checker("local"):
+        x = torch.randn(4, 8)
+        spmd.assert_type(x, {tp_mesh: spmd.R})
+        eager = f(x)
+        torch._dynamo.reset()
+        counters.clear()
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(x)
+    assert torch.equal(out, eager)
+    assert spmd.get_local_type(out) == spmd.get_local_type(eager) == {tp_mesh: spmd.R}
+    assert dict(counters["graph_break"]) == {}
 
 
 # -- guards: what a checked frame depends on ---------------------------------------
