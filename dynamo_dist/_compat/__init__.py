@@ -141,6 +141,7 @@ from .dynamo import (  # noqa: F401
     GUARD_STATE_PICKLE_POINT,
     autograd_function_of_ctx,
     ctx_holds_tensors,
+    guarded_values,
     new_ctx_of,
     fsdp_type_made_on_load,
     FSDP_MODULE_PICKLE_POINT,

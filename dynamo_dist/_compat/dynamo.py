@@ -1267,6 +1267,11 @@ def fsdp_module_keeps_class(original: Callable[..., Any]) -> Callable[..., Any]:
 GUARD_STATE_PICKLE_POINT: tuple[Any, str] = (torch._dynamo.guards.GuardsStatePickler, "reducer_override")
 
 
+def guarded_values(pickler: Any) -> dict:
+    """The values torch's guard pickler was told guards read (by id)."""
+    return pickler.guard_tree_values
+
+
 def autograd_function_of_ctx(obj: Any) -> type | None:
     """The ``autograd.Function`` whose ``ctx`` ``obj`` is (its backward node,
     an instance of ``Function._backward_cls``), or None."""

@@ -70,9 +70,9 @@ each release come from ``_compat``):
   it through ``FSDPModule.__new__``, which gives the original class), so the
   rebuilt guard on a compiled block's class passes on a restart.
 - ``GuardsStatePickler.reducer_override`` (``C.GUARD_STATE_PICKLE_POINT``):
-  an ``autograd.Function``'s ``ctx`` in a frame resumed inside its
-  ``forward`` is saved as its Function and state and loads as a new ``ctx``
-  of it (``precompile/function_ctx.py``), so the frame is saved.
+  what torch's guard pickler cannot save is saved in the plugin's forms
+  (``precompile/guard_state.py``): an ``autograd.Function``'s ``ctx`` in a
+  frame resumed inside its ``forward``, a process group a guard reads.
 - ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
@@ -115,7 +115,7 @@ from typing import Any
 
 from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
-from ..precompile import function_ctx
+from ..precompile import guard_state
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
 from ..variables import dtensor, grad_fn, identity, modes, spmd
@@ -196,7 +196,7 @@ def _patch(p: Patches) -> None:
         owner, name = C.FSDP_MODULE_PICKLE_POINT
         p.set(owner, name, C.fsdp_module_keeps_class(getattr(owner, name)))
     owner, name = C.GUARD_STATE_PICKLE_POINT
-    p.set(owner, name, function_ctx.saved_as_its_function(getattr(owner, name)))
+    p.set(owner, name, guard_state.saved_by_the_plugin(getattr(owner, name)))
     if C.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.INSTALL_GLOBAL_POINT
         p.set(owner, name, C.install_global_unbound(getattr(owner, name)))

@@ -23,7 +23,7 @@ torch's pickler: the frame is not saved, as without the plugin.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import _compat as C
 
@@ -31,22 +31,15 @@ from .. import _compat as C
 SETTABLE_FIELDS = ("needs_input_grad",)
 
 
-def saved_as_its_function(original: Callable[..., Any]) -> Callable[..., Any]:
-    """torch's guard pickler's ``reducer_override``, saving a Function's
-    ``ctx`` as :func:`function_ctx` of its Function and state."""
-
-    def reducer_override(self: Any, obj: Any) -> Any:
-        reduced = original(self, obj)
-        if reduced is not NotImplemented:
-            return reduced
-        function = C.autograd_function_of_ctx(obj)
-        if function is None or C.ctx_holds_tensors(obj):
-            return reduced
-        fields = {name: getattr(obj, name) for name in SETTABLE_FIELDS}
-        return function_ctx, (function, fields, dict(obj.__dict__))
-
-    reducer_override.__wrapped__ = original  # type: ignore[attr-defined]
-    return reducer_override
+def reduce(pickler: Any, obj: Any) -> Any:
+    """``obj`` as :func:`function_ctx` of its Function and state, where it is
+    a Function's ``ctx`` that holds no tensors through the autograd API;
+    otherwise None (torch's pickler takes it)."""
+    function = C.autograd_function_of_ctx(obj)
+    if function is None or C.ctx_holds_tensors(obj):
+        return None
+    fields = {name: getattr(obj, name) for name in SETTABLE_FIELDS}
+    return function_ctx, (function, fields, dict(obj.__dict__))
 
 
 def function_ctx(function: type, fields: dict, attributes: dict) -> Any:
