@@ -40,8 +40,9 @@ import filelock
 import torch._dynamo
 from torch._dynamo.codegen import PyCodegen
 from torch._dynamo.convert_frame import ConvertFrameAssert, get_compile_id
+from torch._C._dynamo.eval_frame import _reset_precompile_entries
 from torch._dynamo.package import (CompilePackage, DiskDynamoStore, DynamoCache, PrecompileCacheEntry, SerializedCode,
-                                   _hash_sourcelines, load_guard_manager, load_guards_state)
+                                   _hash_sourcelines, _lookup_code, load_guard_manager, load_guards_state)
 from torch._dynamo.precompile_context import PrecompileContext
 from torch._dynamo.types import GuardedCode, wrap_guarded_code
 
@@ -167,8 +168,16 @@ def install_or_trace(original: Any) -> Any:
                 original(self, _checker_paused_backends(backends))
         except Exception as e:
             name = getattr(self._innermost_fn, "__qualname__", self._innermost_fn)
+            live = _live_codes_with_entries(self)
             try:
                 self.uninstall()
+                # torch's uninstall resets the function's own code only: a
+                # live code the entry installed on (a method it calls, such as
+                # an autograd.Function's forward resumed after a break) would
+                # keep running loaded bytecode whose resume functions the
+                # uninstall just removed (NameError).
+                for code in live:
+                    _reset_precompile_entries(code)
             finally:
                 # Back to a package that holds nothing: torch's fallback then
                 # initializes it afresh, and would otherwise find the loaded
@@ -180,6 +189,19 @@ def install_or_trace(original: Any) -> Any:
 
     install.__wrapped__ = original  # type: ignore[attr-defined]
     return install
+
+
+def _live_codes_with_entries(package: Any) -> list:
+    """The live code objects (other than the function's own) a package's
+    install loads precompile entries on: its entries named by ``code_source``."""
+    found = []
+    for entry in package._codes.values():
+        if entry.code_source:
+            try:
+                found.append(_lookup_code(entry))
+            except Exception:  # not reachable in this process: nothing was installed on it
+                continue
+    return found
 
 
 # torch keys Dynamo's cache by a function's qualified name and first line
