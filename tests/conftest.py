@@ -1,4 +1,5 @@
 import os
+import zlib
 
 # Inductor's C++ backend probes each vector ISA the CPU lists by compiling and
 # loading a test program, once per TORCHINDUCTOR_CACHE_DIR: about 13 s of
@@ -19,9 +20,49 @@ from dynamo_dist.testing import fake_world  # noqa: E402
 from dynamo_dist.testing.strategies import register_profiles  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow-share", metavar="K/N[@SEED]", default=None,
+        help="run every fast test and share K (0 <= K < N) of N of the tests marked slow: a test is in share "
+             "crc32('SEED:' + its node id) mod N, so the N shares of one seed are disjoint and cover the slow "
+             "tier, and another seed splits it another way. CI spreads the slow tier over its runs this way "
+             "(tests/README.md, 'What CI runs').")
+
+
+def _parse_share(text: str) -> tuple[int, int, str]:
+    share, _, seed = text.partition("@")
+    k, sep, n = share.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise pytest.UsageError(f"--slow-share {text!r}: expected K/N or K/N@SEED with 0 <= K < N, e.g. 0/2@1234")
+    return int(k), int(n), seed
+
+
+def pytest_collection_modifyitems(config, items):
+    text = config.getoption("--slow-share")
+    if not text:
+        return
+    k, n, seed = _parse_share(text)
+    keep, drop = [], []
+    for item in items:
+        in_share = zlib.crc32(f"{seed}:{item.nodeid}".encode()) % n == k
+        (keep if in_share or item.get_closest_marker("slow") is None else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_header(config):
+    text = config.getoption("--slow-share")
+    if text:
+        k, n, seed = _parse_share(text)
+        return f"slow tier: share {k} of {n} (seed {seed or 'none'}); the fast tier whole"
+
+
 def pytest_configure(config):
     # The fuzz tests run under the project's hypothesis profiles (dynamo_dist-ci).
     register_profiles()
+    if config.getoption("--slow-share"):
+        _parse_share(config.getoption("--slow-share"))  # a bad share stops the run before collecting
 
 
 # (world size, rank): sizes 1, 2, 4, 8; first and last rank.
