@@ -16,6 +16,7 @@ import functools
 import importlib
 import inspect
 import io
+import logging
 import operator
 import pickle
 import re
@@ -466,8 +467,10 @@ def emit_call_import(codegen: Any, module: str, name: str, args: tuple = (), kwa
 # saved form: what torch's precompile pickles in its place (see "torch's
 # precompile" below).
 
-def guard_identity(source: Any) -> None:
-    """The object at ``source`` is the same object."""
+def guard_identity(source: Any, value: Any = None) -> None:
+    """The object at ``source`` is the same object (a tracked type's guard:
+    ``value``, the object now, is not needed, its identity is the whole
+    guard)."""
     install_guard(source.make_guard(DYNAMO_DIST_ID_MATCH))
 
 
@@ -508,35 +511,51 @@ def DYNAMO_DIST_SAME_OBJECT(other: str, same: bool, builder: Any, guard: Any) ->
     builder.add_python_lambda_leaf_guard_to_root([code], get_verbose_code_parts(code, guard))
 
 
+@dataclasses.dataclass(frozen=True)
+class PredicateGuard:
+    """A plugin predicate guard, whole, as one named record: what
+    ``DYNAMO_DIST_MATCH`` builds from and what torch's precompile saves
+    from (``saved_guard``). At guard build time ``expect(value)`` says what
+    the value must be, as picklable data (it may also hold a process-local
+    shortcut that does not pickle), ``check_from(expected)`` returns the
+    per-call check, and ``describe`` is the recompile reason shown when it
+    fails (a sentence, or ``describe(source_name, value)``). ``expect`` and
+    ``check_from`` are module-level functions: the saved guard is them plus
+    the expectation."""
+
+    expect: Callable[[Any], Any]
+    check_from: Callable[[Any], Callable[[Any], bool]]
+    describe: str | Callable[[str, Any], str]
+
+    def reason(self, name: str, value: Any) -> str:
+        return self.describe if isinstance(self.describe, str) else self.describe(name, value)
+
+
 def predicate_guard(expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
-                    describe: Callable[[str, Any], str]) -> Callable[[Any, Any], None]:
-    """A guard-building function (what ``source.make_guard`` takes). At
-    guard build time ``expect(value_at_compile_time)`` says what the value
-    must be, as picklable data (it may also hold a process-local shortcut
-    that does not pickle), ``check_from(expected)`` returns the per-call
-    check, and ``describe(source_name, value)`` the recompile reason shown
-    when it fails. ``expect`` and ``check_from`` are module-level functions:
-    torch's precompile saves the guard as them plus the expectation."""
-    return functools.partial(DYNAMO_DIST_MATCH, expect, check_from, describe)
+                    describe: str | Callable[[str, Any], str]) -> Callable[[Any, Any], None]:
+    """A guard-building function (what ``source.make_guard`` takes) for the
+    ``PredicateGuard`` of these three."""
+    return functools.partial(DYNAMO_DIST_MATCH, predicate=PredicateGuard(expect, check_from, describe))
 
 
-def DYNAMO_DIST_MATCH(expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
-                      describe: Callable[[str, Any], str], builder: Any, guard: Any) -> None:
+def DYNAMO_DIST_MATCH(builder: Any, guard: Any, *, predicate: PredicateGuard) -> None:
     value = builder.get(guard)
     builder.get_guard_manager(guard).add_lambda_guard(
-        check_from(expect(value)), get_verbose_code_parts(describe(guard.name, value), guard), guard.user_stack
+        predicate.check_from(predicate.expect(value)),
+        get_verbose_code_parts(predicate.reason(guard.name, value), guard), guard.user_stack,
     )
 
 
 def guard_predicate(source: Any, expect: Callable[[Any], Any], check_from: Callable[[Any], Callable[[Any], bool]],
                     describe: str) -> None:
-    """A Python predicate guard on ``source`` (see ``predicate_guard``);
-    ``describe`` is shown as the recompile reason."""
-    install_guard(source.make_guard(predicate_guard(expect, check_from, functools.partial(_said, describe))))
+    """A Python predicate guard on ``source`` (a ``PredicateGuard``), where
+    no C++ guard expresses the check; ``describe`` is shown as the
+    recompile reason."""
+    _guard_log.debug("guard %s", describe)
+    install_guard(source.make_guard(predicate_guard(expect, check_from, describe)))
 
 
-def _said(text: str, name: str, value: Any) -> str:
-    return text
+_guard_log = logging.getLogger("dynamo_dist.guards")
 
 
 # Stock's guard on a DTensor input's spec (``x._spec``), which ``_hooks``
@@ -795,8 +814,9 @@ def saved_guard(builder: Any, guard: Any, groups: dict[str, Any]) -> Any:
             groups[guard.name] = value
         text = f"dynamo_dist: `{guard.name}` is {what}"
     elif func is DYNAMO_DIST_MATCH:
-        expect, check_from, describe = fn.args
-        description, text = expect(value), describe(guard.name, value)
+        predicate = fn.keywords["predicate"]
+        check_from = predicate.check_from
+        description, text = predicate.expect(value), predicate.reason(guard.name, value)
     else:
         return None
     create_fn = functools.partial(DYNAMO_DIST_SAVED, check_from, description, text, _version.__version__)

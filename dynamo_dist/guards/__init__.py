@@ -9,13 +9,11 @@ installs the cheapest guard that keeps every folded answer sound:
   frozen value with named fields, one object per distinct fingerprint).
 """
 
-from ._lambda import install_identity_guard
 from .mesh import MeshFingerprint, install_mesh_guard, known_fingerprint, mesh_fingerprint
 from .placement import install_placement_guard
 from .process_group import install_default_group_guard, install_group_guard
 
 __all__ = [
-    "install_identity_guard",
     "install_mesh_guard",
     "install_placement_guard",
     "install_group_guard",

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _compat as C
-from ._lambda import install_predicate
 from ._notes import note
 
 
@@ -227,7 +226,7 @@ def describe_mesh(mesh: Any) -> str:
 
 
 def install_mesh_guard(source: Any, mesh: Any) -> None:
-    install_predicate(
+    C.guard_predicate(
         source,
         mesh_expected,
         mesh_check,

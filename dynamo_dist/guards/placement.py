@@ -12,7 +12,6 @@ import logging
 from typing import Any, Callable
 
 from .. import _compat as C
-from ._lambda import install_predicate
 from ._notes import note
 
 log = logging.getLogger("dynamo_dist.guards")
@@ -30,7 +29,7 @@ def install_placement_guard(source: Any, placement: Any) -> None:
             C.guard_attr_equals(source, field)
         return
 
-    install_predicate(source, placement_expected, placement_check, f"dynamo_dist: `{source.name}` == {placement!r}")
+    C.guard_predicate(source, placement_expected, placement_check, f"dynamo_dist: `{source.name}` == {placement!r}")
 
 
 def placement_expected(p_now: Any) -> tuple[Any, dict]:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _compat as C
-from ._lambda import install_predicate
 
 S = C.spmd
 _ABSENT = ("absent",)
@@ -111,7 +110,7 @@ def describe_state(state: Any) -> str:
 def install_state_guard(tx: Any) -> None:
     """The frame's spmd_types state at call time is the traced one."""
     source = C.module_source(tx, "spmd_types._state")
-    install_predicate(source, state_expected, state_check, describe_state(None))
+    C.guard_predicate(source, state_expected, state_check, describe_state(None))
 
 
 # -- a tensor's types ------------------------------------------------------------
@@ -162,4 +161,4 @@ def install_types_guard(tx: Any, source: Any, tensor: Any) -> None:
     seen[source.name] = True
     local = tensor.__dict__.get(S.LOCAL_TYPE_ATTR)
     text = "no SPMD type" if local is None else f"SPMD type {local!r}"
-    install_predicate(source, types_expected, types_check, f"dynamo_dist: `{source.name}` has {text}, as when traced")
+    C.guard_predicate(source, types_expected, types_check, f"dynamo_dist: `{source.name}` has {text}, as when traced")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _compat as C
 from .. import tracked_types
-from ..guards import install_identity_guard
 from .breaks import graph_break
 from .rebuild import Rebuild
 
@@ -32,7 +32,7 @@ def build(tx: Any, value: Any, source: Any = None, rebuild: Rebuild | None = Non
         record = tracked_types.find_class(value)
         if record is not None:
             if source is not None:
-                install_identity_guard(source)  # a class is guarded as itself
+                C.guard_identity(source)  # a class is guarded as itself
             return record.class_tracker(value, source=source)
     record = tracked_types.find(value, sourced=source is not None)
     if record is None:

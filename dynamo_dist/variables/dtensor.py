@@ -29,7 +29,6 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from .. import _compat as C
 from ..caching import baked_ops
-from ..guards import install_identity_guard
 from ..tracked_types import TrackedType, declare
 from .breaks import Break, first_line, short_repr, short_args_repr, graph_break, log
 from .build import build
@@ -423,6 +422,6 @@ DTENSOR_FUNCTION = declare(TrackedType(
     # Its attributes and methods are read through Dynamo's tensor tracker,
     # which ``_hooks`` sends here (``var_getattr``, ``call_method``).
     members=DTENSOR_MEMBERS,
-    guard=install_identity_guard,
+    guard=C.guard_identity,
     rebuild=from_source,
 ))

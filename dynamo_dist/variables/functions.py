@@ -18,7 +18,7 @@ import torch.distributed.device_mesh
 import torch.distributed.distributed_c10d as c10d
 
 from .. import _compat as C
-from ..guards import install_default_group_guard, install_identity_guard
+from ..guards import install_default_group_guard
 from ..tracked_types import TrackedType, declare
 from .breaks import Break, check_causes, short_repr, short_args_repr, graph_break, log, raise_like_eager
 from .collectives import collective_call, p2p_call, stock_call
@@ -234,7 +234,7 @@ def _functions(name: str, objects: Callable[[], dict[Any, str]], members: Member
     """The functions of a table: folded, traced or broken as their rows
     say, each guarded as itself and rebuilt by import."""
     return TrackedType(name=name, python_type=_CALLABLE_TYPES, objects=objects, tracker=DistFunctionVariable,
-                       members=members, guard=install_identity_guard, rebuild=by_import)
+                       members=members, guard=C.guard_identity, rebuild=by_import)
 
 
 DIST_FUNCTION = declare(_functions("torch.distributed function", user_functions, DIST_FUNCTIONS))

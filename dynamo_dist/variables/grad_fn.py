@@ -32,7 +32,6 @@ from typing import Any, Callable
 import torch
 
 from .. import _compat as C
-from ..guards._lambda import install_predicate
 from .breaks import Break, graph_break
 from .identity import Identity
 
@@ -45,7 +44,7 @@ def var_getattr(tx: Any, tensor: Any, name: str) -> Any:
         return None
     history = getattr(tensor, "has_grad_fn", False)
     if tensor.source is not None:
-        install_predicate(tensor.source, has_grad_fn, grad_fn_check,
+        C.guard_predicate(tensor.source, has_grad_fn, grad_fn_check,
                           f"dynamo_dist: `{tensor.source.name}.grad_fn` is {'not ' if history else ''}None")
     return GradFnVariable(tensor) if history else None
 

@@ -32,7 +32,6 @@ import torch.distributed.tensor.experimental as dtensor_experimental
 import torch.distributed.tensor.parallel as tensor_parallel
 
 from .. import _compat as C
-from ..guards import install_identity_guard
 from ..tracked_types import TrackedType, declare
 from .breaks import Break, graph_break
 from .importable import ImportableObjectVariable
@@ -167,4 +166,4 @@ DTENSOR_MODES.require_handlers(DTensorModeVariable.KIND_HANDLERS, "DTensorModeVa
 
 DTENSOR_MODE = declare(TrackedType(
     name="DTensor mode", python_type=types.FunctionType, objects=mode_functions,
-    tracker=DTensorModeVariable, members=DTENSOR_MODES, guard=install_identity_guard, rebuild=by_import))
+    tracker=DTensorModeVariable, members=DTENSOR_MODES, guard=C.guard_identity, rebuild=by_import))

@@ -44,8 +44,6 @@ from typing import Any, Callable, ClassVar, Mapping
 import torch
 
 from .. import _compat as C
-from ..guards import install_identity_guard
-from ..guards._lambda import install_predicate
 from ..tracked_types import TrackedType, declare
 from . import spmd_run
 from .breaks import Break, graph_break
@@ -388,7 +386,7 @@ def value_tracker(value: Any, source: Any = None, rebuild: Any = None) -> SpmdVa
 
 def install_value_guard(source: Any, value: Any) -> None:
     """A sourced axis or PartitionSpec: equal by value (its plain data)."""
-    install_predicate(source, S.value_data, _same_value_check, f"dynamo_dist: `{source.name}` == {value!r}")
+    C.guard_predicate(source, S.value_data, _same_value_check, f"dynamo_dist: `{source.name}` == {value!r}")
 
 
 def _same_value_check(data: tuple) -> Callable[[Any], bool]:
@@ -408,9 +406,9 @@ SPMD_CHECKER = declare(TrackedType(
     tracker=checker_tracker))
 SPMD_FUNCTION = declare(TrackedType(
     name="spmd_types function", python_type=types.FunctionType, objects=spmd_functions,
-    tracker=SpmdFunctionVariable, members=SPMD_FUNCTIONS, guard=install_identity_guard, rebuild=by_import))
+    tracker=SpmdFunctionVariable, members=SPMD_FUNCTIONS, guard=C.guard_identity, rebuild=by_import))
 TORCH_FUNCTION_DISPATCH_FUNCTION = declare(TrackedType(
     name="torch.overrides dispatch function", python_type=(types.BuiltinFunctionType, types.FunctionType),
     objects=dispatch_functions, tracker=TorchFunctionDispatchVariable, members=TORCH_FUNCTION_DISPATCH,
-    guard=install_identity_guard, rebuild=by_import))
+    guard=C.guard_identity, rebuild=by_import))
 S.on_loaded("values", _declare_values)
