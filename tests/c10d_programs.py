@@ -431,7 +431,7 @@ def _run(program: Program, fn: Callable[..., Any], group: Any, rank: int, world:
 
 def expected_breaks(program: Program) -> int:
     """The graph breaks the plugin takes in ``program`` on this release."""
-    return program.breaks + (program.function_forward and C.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD)
+    return program.breaks + (program.function_forward and C.dynamo.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD)
 
 
 def _compiled(program: Program, group: Any, rank: int, world: int, plugin: bool) -> tuple[Any, int]:

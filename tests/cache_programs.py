@@ -124,7 +124,7 @@ def run_program(program: str, mesh, plugin: bool = True, one_rank: bool = False,
     the cache outcomes, whether compiled == eager, and the compiled values."""
     if plugin:
         dynamo_dist.install()
-    C.one_rank_config().compile_on_one_rank = one_rank
+    C.distributed.one_rank_config().compile_on_one_rank = one_rank
     if load_artifacts:
         with open(load_artifacts, "rb") as f:
             torch.compiler.load_cache_artifacts(f.read())

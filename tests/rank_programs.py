@@ -20,7 +20,7 @@ def compile_on_one_rank_check():
     from dynamo_dist.testing import compile_and_run, distributed_objects_in, make_mesh
 
     dynamo_dist.install()
-    dist_config = C.one_rank_config()  # torch.compiler.config on 2.14+
+    dist_config = C.distributed.one_rank_config()  # torch.compiler.config on 2.14+
     dist_config.compile_on_one_rank = True
     mesh = make_mesh((1, 2), ("dp", "tp"))
     run = compile_and_run(rank_queries, torch.zeros(1), mesh)

@@ -44,8 +44,8 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
 import dynamo_dist
+from dynamo_dist._compat import observe as O
 
-from dynamo_dist._compat.caches import outcome_counts
 from dynamo_dist import compile_once
 from dynamo_dist.compile_once.store import Decision, JobStore
 from devtools import PLUGIN, STOCK, error_line
@@ -87,7 +87,7 @@ def _rank_step(side: str, model_name: str, size: str, base: str) -> dict[str, An
     dist.barrier()
     start, cpu = time.perf_counter(), T.cpu_seconds()
     compiled(model, x).backward()
-    return {"wall": time.perf_counter() - start, "cpu": T.cpu_seconds() - cpu, "caches": outcome_counts(),
+    return {"wall": time.perf_counter() - start, "cpu": T.cpu_seconds() - cpu, "caches": O.outcome_counts(),
             "compile_once": compile_once.stats()}
 
 
@@ -99,7 +99,7 @@ def _client_step(side: str, name: str) -> dict[str, Any]:
                           backend="inductor", explain=False)
     if result.error:
         raise RuntimeError(result.error)
-    return {"wall": result.step_seconds[0], "cpu": result.step_cpu_seconds[0], "caches": outcome_counts(),
+    return {"wall": result.step_seconds[0], "cpu": result.step_cpu_seconds[0], "caches": O.outcome_counts(),
             "compile_once": compile_once.stats()}
 
 

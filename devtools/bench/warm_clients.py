@@ -35,7 +35,6 @@ from typing import Any
 import torch
 
 from dynamo_dist._compat import observe as O
-from dynamo_dist._compat.caches import outcome_counts
 from devtools.clients import CPCase, HFCase, MoECase, SimpleFSDPCase, TitanCase, missing, run_driver
 from dynamo_dist.worlds import run_in_world
 from ._timing import Task
@@ -129,7 +128,7 @@ def first_step_on_rank(side: str, name: str) -> dict[str, Any]:
     if result.error:
         raise RuntimeError(result.error)
     return {"wall": result.step_seconds[0], "cpu": result.step_cpu_seconds[0],
-            "frames": O.dynamo_counters()["stats"]["unique_graphs"], "caches": outcome_counts(),
+            "frames": O.dynamo_counters()["stats"]["unique_graphs"], "caches": O.outcome_counts(),
             "bypass_reasons": bypasses.reasons}
 
 

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from dynamo_dist._compat.caches import outcome_counts
+from dynamo_dist._compat import observe as O
 from dynamo_dist.diagnostics.cache_log import CacheLog
 from dynamo_dist.diagnostics.report import PLUGIN, STOCK
 from dynamo_dist.demo.models import build_model, local_input, make_input
@@ -81,7 +81,7 @@ def first_step(side: str, model_name: str, size: str, mesh: Any,
         start, cpu = time.perf_counter(), T.cpu_seconds()
         compiled(model, x).backward()
         wall, cpu = time.perf_counter() - start, T.cpu_seconds() - cpu
-    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": outcome_counts(),
+    return {"wall": wall, "cpu": cpu, "frames": counter.frame_count, "caches": O.outcome_counts(),
             "bypass_reasons": bypasses.reasons}
 
 

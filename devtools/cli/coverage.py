@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dynamo_dist import _compat as C
+    from dynamo_dist._compat import observe as O
     from devtools.coverage.c10d import CALL_CASES, as_expected, run_all_calls
     from devtools.coverage.tables import (c10d_table, counts, counts_block, differences_table, member_table,
                                           read_block, replace_block)
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     clean = sum(c.expect == "ok" for c in CASES)
     print(f"\n{len(plugin)} cases: {ok} as expected with dynamo_dist "
           f"({clean} compile with zero breaks and match eager, the rest break cleanly); "
-          f"{stock_ok} compile with zero breaks and match eager with stock torch {C.torch_version()}")
-    print(f"outcomes on torch {C.torch_version()}: dynamo_dist {counts(plugin)}; stock {counts(stock)}")
+          f"{stock_ok} compile with zero breaks and match eager with stock torch {O.torch_version()}")
+    print(f"outcomes on torch {O.torch_version()}: dynamo_dist {counts(plugin)}; stock {counts(stock)}")
     calls_as_expected = sum(as_expected(c, o, s) for o, s, c in zip(calls_plugin, calls_stock, CALL_CASES))
     print(f"{len(CALL_CASES)} torch.distributed call cases: {calls_as_expected} as expected with dynamo_dist; "
           f"stock {counts(calls_stock)}")

@@ -30,9 +30,7 @@ import torch
 import torch.distributed as dist
 
 from dynamo_dist import _hooks
-from dynamo_dist._compat import distributed as D
 from dynamo_dist._compat import observe as O
-from dynamo_dist._compat.caches import outcome_counts
 from devtools.bench._timing import cpu_seconds
 from dynamo_dist.diagnostics.explain import explaining
 from dynamo_dist.diagnostics.report import PLUGIN as PLUGIN_ORIGIN
@@ -164,7 +162,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
          ) -> tuple[_Reference | None, list[torch.Tensor] | None]:
     O.reset_dynamo()
     O.dynamo_counters().clear()
-    D.clear_sharding_propagation_cache()  # each build sees its own meshes, not an equal earlier build's
+    O.clear_sharding_propagation_cache()  # each build sees its own meshes, not an equal earlier build's
     if mode == "eager":
         training = build(False, backend)
         weights = weights or [t.detach().clone() for t in training.state()]
@@ -185,7 +183,7 @@ def _run(mode: str, build: Callable[[bool, str], Training], steps: int, backend:
     result.frames_traced = O.dynamo_counters()["stats"]["unique_graphs"]
     result.dynamo_cache = {k.removeprefix("dynamo_cache_"): int(v)
                            for k, v in O.dynamo_counters()["dynamo_cache"].items()}
-    result.cache_outcomes = outcome_counts()
+    result.cache_outcomes = O.outcome_counts()
     if session is not None:
         _read_report(session.report, result)
     if reference is not None:

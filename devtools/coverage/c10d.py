@@ -23,7 +23,6 @@ import torch
 import torch.distributed as dist
 
 import dynamo_dist
-from dynamo_dist import _compat as C
 from dynamo_dist._compat import observe as O
 from dynamo_dist.diagnostics.compare import difference
 from dynamo_dist.diagnostics.graphs import collectives_in
@@ -79,12 +78,12 @@ class CallOutcome:
 @contextlib.contextmanager
 def _p2p_switch(on: bool):
     config = O.dynamo_config()
-    was = getattr(config, C.c10d.P2P_SWITCH)
-    setattr(config, C.c10d.P2P_SWITCH, on)
+    was = getattr(config, O.P2P_SWITCH)
+    setattr(config, O.P2P_SWITCH, on)
     try:
         yield
     finally:
-        setattr(config, C.c10d.P2P_SWITCH, was)
+        setattr(config, O.P2P_SWITCH, was)
 
 
 def _first_line(e: BaseException) -> str:
@@ -98,10 +97,10 @@ def run_call_case(case: CallCase) -> CallOutcome:
     """Compile and call ``case`` in a fresh fake world; classify what happened."""
     owner, name = case.member.rsplit(".", 1)
     if not hasattr({"torch.distributed": dist, "ProcessGroup": dist.ProcessGroup, "Work": dist.Work}[owner], name) \
-            or case.p2p and not C.c10d.HAS_P2P_SWITCH:
+            or case.p2p and not O.HAS_P2P_SWITCH:
         return CallOutcome(case.name, NOT_IN_RELEASE)
     O.reset_dynamo()
-    with fake_world(4, 1), _p2p_switch(case.p2p) if C.c10d.HAS_P2P_SWITCH else contextlib.nullcontext():
+    with fake_world(4, 1), _p2p_switch(case.p2p) if O.HAS_P2P_SWITCH else contextlib.nullcontext():
         try:
             fn, args = case.build()
             counter = O.compile_counter("eager")

@@ -21,7 +21,7 @@ from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, 
 
 import dynamo_dist
 from dynamo_dist._compat import observe as O
-from dynamo_dist._compat.distributed import all_gather_single as gather_single
+from dynamo_dist._compat.observe import all_gather_single as gather_single
 from dynamo_dist._compat.observe import funcol
 from dynamo_dist.diagnostics.compare import difference
 from dynamo_dist.diagnostics.graphs import distributed_objects_in

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from dynamo_dist import _compat as C
+from dynamo_dist._compat import observe as O
 from dynamo_dist.variables import ALL_TABLES
 
 from .c10d import CALL_CASES
@@ -65,7 +65,7 @@ def _stock_cells(running_cells: dict[tuple[str, ...], str], keys: list[tuple[str
                  previous: str | None, key_columns: int, version: str | None) -> tuple[list[str], list[list[str]]]:
     """Per row, the cell of every stock column: the running release's from
     ``running_cells``, every other one from the ``previous`` table."""
-    running = version or C.torch_version()
+    running = version or O.torch_version()
     columns = _columns(running)
     old = parse_table(previous, key_columns)
     cells = []

@@ -49,7 +49,8 @@ from torch._higher_order_ops.wrap import tag_activation_checkpoint as _tag_activ
 from torch.utils._config_module import _UNSET_SENTINEL
 
 from .. import _version
-from .distributed import ProcessGroup, folded_rank, group_identity, live_group, redistribute_planner_flags
+from .distributed import (MESH_CONSTRUCTION_FUNCTIONS, ProcessGroup, folded_rank, group_identity, live_group,
+                          redistribute_planner_flags)
 
 try:  # 2.13+: what get_real_python_backed_value answers for "no object"
     from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
@@ -80,6 +81,11 @@ from torch._functorch._aot_autograd import runtime_wrappers as aot_runtime_wrapp
 AOT_RUNTIME_CALL_TREES: tuple = tuple(
     f for f in (getattr(aot_runtime_wrappers, "_describe_arg_for_logging", None), typing.cast)
     if f is not None)
+
+# Functions skipped as frames together with every frame they call while
+# installed (``_hooks``): runtime code that a compiled function's graph break
+# or ``.backward()`` runs with Dynamo's callback live.
+RUNTIME_ONLY_CALL_TREES: tuple = (*MESH_CONSTRUCTION_FUNCTIONS, *AOT_RUNTIME_CALL_TREES)
 
 try:  # 2.12+: AOTAutograd generates its subclass wrap / unwrap functions
     from torch._functorch._aot_autograd import subclass_codegen as _aot_subclass_codegen  # noqa: E402

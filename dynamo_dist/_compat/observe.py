@@ -41,8 +41,11 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # light (already loaded by Dynamo)
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
-from .caches import RECORDING_BACKEND  # noqa: F401  (the recording world's backend)
+from .c10d import HAS_P2P_SWITCH, P2P_SWITCH  # noqa: F401  (the coverage table's point-to-point switch)
+from .caches import RECORDING_BACKEND, outcome_counts  # noqa: F401  (the recording world's backend; cache outcomes)
+from .distributed import all_gather_single, clear_sharding_propagation_cache  # noqa: F401  (programs; client builds)
 from .dynamo import precompile_caching  # noqa: F401  (whether torch's precompile is on)
+from .release import torch_version  # noqa: F401  (the running torch, as the tables name it)
 
 __all__ = [
     "funcol", "Unsupported", "InternalTorchDynamoError", "RestartAnalysis",
@@ -57,6 +60,8 @@ __all__ = [
     "redistribute_planner", "forget_dtensor_plans",
     "precompile_caching", "dynamo_cache_lookup", "dynamo_cache_counts", "package_key", "saved_frames",
     "package_bypass_logger", "package_bypass_reason",
+    "HAS_P2P_SWITCH", "P2P_SWITCH", "outcome_counts", "all_gather_single", "clear_sharding_propagation_cache",
+    "torch_version",
 ]
 
 

@@ -17,7 +17,7 @@ routes; the other families' dunder tables are empty.
 
 The family is chosen by feature detection (which slot names the installed
 ``VariableTracker`` has), never by the version string; the version string only
-decides whether ``install()`` accepts this torch at all (``_compat.check_supported``).
+decides whether ``install()`` accepts this torch at all (``_compat.release.check_supported``).
 """
 
 from __future__ import annotations

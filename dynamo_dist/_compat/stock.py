@@ -36,3 +36,25 @@ def stock_create(tx: Any, value: Any) -> Any:
         return original.__func__(tx, value)
     finally:
         table.update(ours)
+
+
+def stock_member_kind(cls: type, name: str) -> str | None:
+    """How stock torch treats ``cls.name`` when it is a registered opaque type.
+
+    Returns "use_real" (evaluated on the real object and baked), "inlined"
+    (traced), or None when stock does not list the member.
+    """
+    try:
+        from torch._library.opaque_object import MemberType, get_member_type
+    except ImportError:  # pragma: no cover - older torch
+        return None
+    for klass in cls.__mro__:
+        try:
+            kind = get_member_type(klass, name)
+        except Exception:
+            kind = None
+        if kind is not None:
+            return {MemberType.USE_REAL: "use_real", MemberType.INLINED: "inlined"}.get(
+                kind, str(kind).lower()
+            )
+    return None

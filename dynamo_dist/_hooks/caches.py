@@ -93,7 +93,7 @@ def _device_agnostic_metadata(extract: Callable[..., Any]) -> Callable[..., Any]
 def cache_key_patches(p: Patches, *builders: Any) -> None:
     """The key changes of the module docstring; ``builders`` are the modules
     whose code decides what a baked call bakes (part of its version)."""
-    C.register_device_mesh_ops()  # cached graphs may call them before anything traced here
+    C.distributed.register_device_mesh_ops()  # cached graphs may call them before anything traced here
     details = C.caches.hash_details()
     original_details_init = details.__dict__["__init__"]
 

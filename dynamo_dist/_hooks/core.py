@@ -13,30 +13,30 @@ each release come from ``_compat``):
 - ``TensorVariable.call_method``: DTensor ``redistribute`` / ``to_local`` /
   ``full_tensor`` with mesh or placement arguments become one graph call with
   those folded in (``variables/dtensor.py``); everything else is stock.
-- ``TensorVariable``'s attribute slot (``C.TENSOR_GETATTR_SLOT``:
+- ``TensorVariable``'s attribute slot (``C.slots.TENSOR_GETATTR_SLOT``:
   ``var_getattr`` on 2.11-2.13, ``tp_getattro_impl`` on 2.14+):
   ``placements`` / ``device_mesh`` of a DTensor made inside the frame are our
   trackers (stock makes graph nodes); ``grad_fn`` of a tensor the frame
   computed with an autograd history is ``variables.grad_fn``'s (stock breaks).
-- ``BuiltinVariable.call_<builtin>`` named in ``C.BUILTIN_HOOKS`` (per
+- ``BuiltinVariable.call_<builtin>`` named in ``C.slots.BUILTIN_HOOKS`` (per
   family: ``call_str`` on 2.11-2.13, ``call_repr``, a new ``call_hash`` and
   ``call_is_`` on 2.11 / 2.12, none on 2.14+): ``str(mesh)``, ``repr(p)``,
   ``hash(mesh)`` fold through the tracker's behaviour.
-- the tracer's conditional jumps named in ``C.JUMP_HOOKS`` (2.11 / 2.12,
+- the tracer's conditional jumps named in ``C.slots.JUMP_HOOKS`` (2.11 / 2.12,
   whose jumps never ask a tracker for its truth): ``if mesh:``,
   ``group or dist.group.WORLD`` take the tracker's ``vt_bool``.
 - ``vt_identity_compare`` where Dynamo decides ``a is b`` (2.12+,
-  ``C.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
+  ``C.dynamo.IDENTITY_HOOK_POINTS``): with one of our trackers, the answer and its
   guards are ``variables.identity``'s.
-- ``AutogradFunctionVariable.call_apply`` (``C.AUTOGRAD_APPLY_POINT``): an
+- ``AutogradFunctionVariable.call_apply`` (``C.dynamo.AUTOGRAD_APPLY_POINT``): an
   ``autograd.Function`` applied on tensors under spmd_types' checker is
   dispatched to the checker, as eager's apply descriptor dispatches it (a
   Function with a ``typecheck_forward`` is checked by that, nothing inside
   it is); elsewhere, stock (``variables/spmd.py`` ``checked_apply``).
-- ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.DTENSOR_SPEC_GUARD_POINT``): a
+- ``GuardBuilder.DTENSOR_SPEC_MATCH`` (``C.dynamo.DTENSOR_SPEC_GUARD_POINT``): a
   DTensor input's spec guard checks the same facts in time independent of
   the world size (``guards/dtensor.py``).
-- ``CheckFunctionManager.serialize_guards`` (``C.GUARD_SERIALIZATION_POINT``):
+- ``CheckFunctionManager.serialize_guards`` (``C.dynamo.GUARD_SERIALIZATION_POINT``):
   torch's precompile (``caching_precompile``, ``aot_compile``) saves each
   plugin guard in its saved form (a picklable description the loading
   process checks against its own objects); a frame with a guard that has
@@ -62,18 +62,18 @@ each release come from ``_compat``):
   alias the package records, not a global named by the module's id that a
   restarted process never binds.
 - ``GuardsStatePickler._unpickle_fsdp_module_type``
-  (``C.FSDP_TYPE_UNPICKLE_POINT``): a saved guard on an FSDP2 module's class
+  (``C.dynamo.FSDP_TYPE_UNPICKLE_POINT``): a saved guard on an FSDP2 module's class
   loads before ``fully_shard`` made that class: the class is made then, as
   ``fully_shard`` makes it, and ``fully_shard`` takes it later.
-- ``GuardsStatePickler.reducer_override`` (``C.FSDP_MODULE_PICKLE_POINT``):
+- ``GuardsStatePickler.reducer_override`` (``C.dynamo.FSDP_MODULE_PICKLE_POINT``):
   a saved FSDP2 module loads with its FSDP class (pickle's default rebuilds
   it through ``FSDPModule.__new__``, which gives the original class), so the
   rebuilt guard on a compiled block's class passes on a restart.
-- ``GuardsStatePickler.reducer_override`` (``C.GUARD_STATE_PICKLE_POINT``):
+- ``GuardsStatePickler.reducer_override`` (``C.dynamo.GUARD_STATE_PICKLE_POINT``):
   what torch's guard pickler cannot save is saved in the plugin's forms
   (``precompile/guard_state.py``): an ``autograd.Function``'s ``ctx`` in a
   frame resumed inside its ``forward``, a process group a guard reads.
-- ``OutputGraph.install_global`` (``C.INSTALL_GLOBAL_POINT``, 2.11-2.14):
+- ``OutputGraph.install_global`` (``C.dynamo.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
   loaded by torch's precompile whose guards fail can be traced again.
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
@@ -86,7 +86,7 @@ each release come from ``_compat``):
   (``_resolve_input_async_collectives`` on 2.14+, ``process_inputs`` on
   2.12 / 2.13); a bare symbol's first graph value (``set_proxy_slot``); on 2.12+,
   ``DTensor.__tensor_unflatten__`` rebuilds a sharded view's spec as it was
-  flattened (``C.dtensor_unflatten``: a ``_StridedShard`` whose shard order
+  flattened (``C.distributed.dtensor_unflatten``: a ``_StridedShard`` whose shard order
   is set), so such a DTensor can leave and enter a compiled graph; on 2.12+,
   ``ProcessGroup.__deepcopy__`` (``C.aot.GRAPH_HELD_GROUP_CLASS``): a backward
   graph holding a group as a constant is copied with the group itself.
@@ -96,14 +96,14 @@ each release come from ``_compat``):
   them as their resolved tensor; the guard builder, Dynamo's guard closure
   variables, ``isinstance`` / ``type`` and ``x.__class__`` learn about them
   (``_collective_patches``).
-- Frames of ``C.RUNTIME_ONLY_FUNCTIONS`` (``DTensor.__tensor_unflatten__``),
+- Frames of ``C.distributed.RUNTIME_ONLY_FUNCTIONS`` (``DTensor.__tensor_unflatten__``),
   of the functions AOTAutograd generates at run time (2.12+,
-  ``C.AOT_CODEGEN_HOOK_POINT``) and of ``C.RUNTIME_ONLY_CALL_TREES``
+  ``C.dynamo.AOT_CODEGEN_HOOK_POINT``) and of ``C.dynamo.RUNTIME_ONLY_CALL_TREES``
   (``init_device_mesh``, ``DeviceMesh.__init__``, with every frame they call)
   are never compiled on their own: runtime code a graph break or a
   ``.backward()`` runs with Dynamo's callback live.
 
-``C.check_supported()`` runs before anything is patched: a torch outside the
+``C.release.check_supported()`` runs before anything is patched: a torch outside the
 supported range, or one missing a hook point or slot, is refused with one
 error and stock is left untouched.
 """
@@ -146,16 +146,16 @@ def apply(reset: bool = True) -> None:
     with _lock:
         if _INSTALLED:
             return
-        C.check_supported()
+        C.release.check_supported()
         try:
             _patch(_INSTALLED)
             if reset:
-                C.reset()  # compiled code and guards made under stock must not be reused
+                C.dynamo.reset()  # compiled code and guards made under stock must not be reused
             # After the reset: it clears the Dynamo state of every code object it saw.
-            for fn in C.RUNTIME_ONLY_FUNCTIONS:
-                C.skip_top_level_frames(fn)
-            for fn in C.RUNTIME_ONLY_CALL_TREES:
-                C.skip_frames_recursively(fn)
+            for fn in C.distributed.RUNTIME_ONLY_FUNCTIONS:
+                C.dynamo.skip_top_level_frames(fn)
+            for fn in C.dynamo.RUNTIME_ONLY_CALL_TREES:
+                C.dynamo.skip_frames_recursively(fn)
             if C.spmd.facts() is not None:  # loaded before install: skipped now (else when it is)
                 _SKIPPED_SPMD.clear()
                 _skip_spmd_runtime_frames(C.spmd.facts())
@@ -163,7 +163,7 @@ def apply(reset: bool = True) -> None:
             _undo()
             raise InstallError(
                 f"dynamo_dist.install() failed while changing torch ({type(e).__name__}: {e}); every change it "
-                f"had made is undone and torch {C.TORCH_VERSION} is as it was. A torch build that differs from "
+                f"had made is undone and torch {C.release.TORCH_VERSION} is as it was. A torch build that differs from "
                 "the released one where the message points can cause this: please report it with the traceback."
             ) from e
 
@@ -171,15 +171,15 @@ def apply(reset: bool = True) -> None:
 def _patch(p: Patches) -> None:
     """Every change ``install()`` makes to torch, recorded in ``p``."""
     _tracker_patches(p)
-    for name, ours in C.BUILTIN_HOOKS.items():
-        p.set(C.BuiltinVariable, name, _builtin_hook(name, ours, C.BuiltinVariable.__dict__.get(name)))
-    if C.JUMP_HOOKS:
+    for name, ours in C.slots.BUILTIN_HOOKS.items():
+        p.set(C.dynamo.BuiltinVariable, name, _builtin_hook(name, ours, C.dynamo.BuiltinVariable.__dict__.get(name)))
+    if C.slots.JUMP_HOOKS:
         _jump_patches(p)
-    for module in C.IDENTITY_HOOK_POINTS:
+    for module in C.dynamo.IDENTITY_HOOK_POINTS:
         p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
-    p.set(*C.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
-    owner, name = C.GUARD_SERIALIZATION_POINT
-    p.set(owner, name, C.save_plugin_guards(getattr(owner, name)))
+    p.set(*C.dynamo.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
+    owner, name = C.dynamo.GUARD_SERIALIZATION_POINT
+    p.set(owner, name, C.dynamo.save_plugin_guards(getattr(owner, name)))
     owner, name = C.packages.PACKAGE_INSTALL_POINT
     p.set(owner, name, C.packages.install_or_trace(getattr(owner, name)))
     owner, name = C.packages.PACKAGE_RECORD_POINT
@@ -189,18 +189,18 @@ def _patch(p: Patches) -> None:
     if C.packages.MODULE_LOAD_POINT is not None:
         owner, name = C.packages.MODULE_LOAD_POINT
         p.set(owner, name, C.packages.load_module_by_alias(getattr(owner, name)))
-    if C.FSDP_TYPE_UNPICKLE_POINT is not None:
-        owner, name = C.FSDP_TYPE_UNPICKLE_POINT
-        p.set(owner, name, C.fsdp_type_made_on_load(owner.__dict__[name]))
-    if C.FSDP_MODULE_PICKLE_POINT is not None:
-        owner, name = C.FSDP_MODULE_PICKLE_POINT
-        p.set(owner, name, C.fsdp_module_keeps_class(getattr(owner, name)))
-    owner, name = C.GUARD_STATE_PICKLE_POINT
+    if C.dynamo.FSDP_TYPE_UNPICKLE_POINT is not None:
+        owner, name = C.dynamo.FSDP_TYPE_UNPICKLE_POINT
+        p.set(owner, name, C.dynamo.fsdp_type_made_on_load(owner.__dict__[name]))
+    if C.dynamo.FSDP_MODULE_PICKLE_POINT is not None:
+        owner, name = C.dynamo.FSDP_MODULE_PICKLE_POINT
+        p.set(owner, name, C.dynamo.fsdp_module_keeps_class(getattr(owner, name)))
+    owner, name = C.dynamo.GUARD_STATE_PICKLE_POINT
     p.set(owner, name, guard_state.saved_by_the_plugin(getattr(owner, name)))
-    if C.INSTALL_GLOBAL_POINT is not None:
-        owner, name = C.INSTALL_GLOBAL_POINT
-        p.set(owner, name, C.install_global_unbound(getattr(owner, name)))
-    owner, name = C.BACKEND_CALL_POINT
+    if C.dynamo.INSTALL_GLOBAL_POINT is not None:
+        owner, name = C.dynamo.INSTALL_GLOBAL_POINT
+        p.set(owner, name, C.dynamo.install_global_unbound(getattr(owner, name)))
+    owner, name = C.dynamo.BACKEND_CALL_POINT
     p.set(owner, name, _checker_paused_at_run_time(getattr(owner, name)))
     p.set_item(C.spmd.ON_LOADED, "runtime frames", _skip_spmd_runtime_frames)
     _aot_patches(p)
@@ -220,14 +220,14 @@ def _skip_spmd_runtime_frames(facts: Any) -> None:
     graph break, or a frame run eagerly under it, Dynamo would otherwise
     compile its code, and the collectives it calls, frame by frame)."""
     for fn in C.spmd.runtime_only_call_trees(facts):
-        C.skip_frames_recursively(fn)
+        C.dynamo.skip_frames_recursively(fn)
         _SKIPPED_SPMD.append(fn)
 
 
 def _undo() -> None:
     """Every change of ``_patch`` and ``apply`` undone (under ``_lock``)."""
-    for fn in (*C.RUNTIME_ONLY_FUNCTIONS, *C.RUNTIME_ONLY_CALL_TREES, *_SKIPPED_SPMD):
-        C.unskip_top_level_frames(fn)
+    for fn in (*C.distributed.RUNTIME_ONLY_FUNCTIONS, *C.dynamo.RUNTIME_ONLY_CALL_TREES, *_SKIPPED_SPMD):
+        C.dynamo.unskip_top_level_frames(fn)
     _SKIPPED_SPMD.clear()
     _INSTALLED.restore()
     if C.collective.NEEDS_BACKPORT:
@@ -241,7 +241,7 @@ def remove(reset: bool = True) -> None:
             return
         _undo()
     if reset:
-        C.reset()
+        C.dynamo.reset()
 
 
 def _tracker_patches(p: Patches) -> None:
@@ -249,8 +249,8 @@ def _tracker_patches(p: Patches) -> None:
     dispatches on the declared tracked types), and DTensor's methods and
     attributes. Each hook keeps the original as ``__wrapped__``, which is
     how ``C.stock`` reaches stock's own builders."""
-    original_wrap = C.VariableBuilder._wrap
-    original_create = C.SourcelessBuilder.__dict__["create"]
+    original_wrap = C.dynamo.VariableBuilder._wrap
+    original_create = C.dynamo.SourcelessBuilder.__dict__["create"]
     create_fn = original_create.__func__
     act = C.collective.NEEDS_BACKPORT
 
@@ -271,7 +271,7 @@ def _tracker_patches(p: Patches) -> None:
     def fast_handler(tx: Any, value: Any) -> Any:
         return build(tx, value)
 
-    original_call_method = C.TensorVariable.__dict__["call_method"]
+    original_call_method = C.dynamo.TensorVariable.__dict__["call_method"]
 
     def call_method(self: Any, tx: Any, name: str, args: list, kwargs: dict) -> Any:
         handled = dtensor.call_method(tx, self, name, args, kwargs)
@@ -279,8 +279,8 @@ def _tracker_patches(p: Patches) -> None:
             return handled
         return original_call_method(self, tx, name, args, kwargs)
 
-    getattr_slot = C.TENSOR_GETATTR_SLOT
-    original_getattr = C.TensorVariable.__dict__[getattr_slot]
+    getattr_slot = C.slots.TENSOR_GETATTR_SLOT
+    original_getattr = C.dynamo.TensorVariable.__dict__[getattr_slot]
 
     def var_getattr(self: Any, tx: Any, name: str) -> Any:
         if act and name == "__class__" and C.collective.observed_class(self) is not None:
@@ -295,9 +295,9 @@ def _tracker_patches(p: Patches) -> None:
     wrap_hook.__wrapped__ = original_wrap  # type: ignore[attr-defined]
     create.__wrapped__ = original_create  # type: ignore[attr-defined]
     fast_handler.__dynamo_dist_handler__ = True  # type: ignore[attr-defined]
-    p.set(C.VariableBuilder, "_wrap", wrap_hook)
-    p.set(C.SourcelessBuilder, "create", staticmethod(create))
-    table = C.SourcelessBuilder._type_handlers
+    p.set(C.dynamo.VariableBuilder, "_wrap", wrap_hook)
+    p.set(C.dynamo.SourcelessBuilder, "create", staticmethod(create))
+    table = C.dynamo.SourcelessBuilder._type_handlers
     for t in tracked_types.fast_types():
         p.set_item(table, t, fast_handler)
 
@@ -306,10 +306,10 @@ def _tracker_patches(p: Patches) -> None:
             p.set_item(table, t, fast_handler)
 
     p.set_item(tracked_types.LISTENERS, "fast types", declared_later)
-    p.set(C.TensorVariable, "call_method", call_method)
-    p.set(C.TensorVariable, getattr_slot, var_getattr)
+    p.set(C.dynamo.TensorVariable, "call_method", call_method)
+    p.set(C.dynamo.TensorVariable, getattr_slot, var_getattr)
 
-    owner, name = C.AUTOGRAD_APPLY_POINT
+    owner, name = C.dynamo.AUTOGRAD_APPLY_POINT
     original_apply = owner.__dict__[name]
 
     def call_apply(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
@@ -322,7 +322,7 @@ def _tracker_patches(p: Patches) -> None:
 
 def _aot_patches(p: Patches) -> None:
     """The AOTAutograd fixes of ``aot/``."""
-    wrappers = C.aot_runtime_wrappers
+    wrappers = C.dynamo.aot_runtime_wrappers
     p.set(wrappers, "gen_alias_from_base", alias.with_dtensor_fallback(wrappers.gen_alias_from_base))
     if C.aot.RNG_STATES_HOOK_POINT is not None:
         owner, name = C.aot.RNG_STATES_HOOK_POINT
@@ -340,11 +340,11 @@ def _aot_patches(p: Patches) -> None:
     p.set(owner, name, symbol_proxies.first_symbol_proxy_wins(getattr(owner, name)))
     owner, name = C.aot.CREATE_ARG_POINT
     p.set(owner, name, object_constants.real_object_constants(owner.__dict__[name]))
-    if C.AOT_CODEGEN_HOOK_POINT is not None:
-        owner, name = C.AOT_CODEGEN_HOOK_POINT
+    if C.dynamo.AOT_CODEGEN_HOOK_POINT is not None:
+        owner, name = C.dynamo.AOT_CODEGEN_HOOK_POINT
         p.set(owner, name, _runtime_only_generated(getattr(owner, name)))
-    if C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
-        p.set(*C.DTENSOR_UNFLATTEN_POINT, staticmethod(C.dtensor_unflatten))
+    if C.distributed.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
+        p.set(*C.distributed.DTENSOR_UNFLATTEN_POINT, staticmethod(C.distributed.dtensor_unflatten))
     if C.aot.GRAPH_HELD_GROUP_CLASS is not None:
         p.set(C.aot.GRAPH_HELD_GROUP_CLASS, "__deepcopy__", object_constants.group_copied_as_itself)
 
@@ -358,7 +358,7 @@ def _builtin_hook(name: str, ours: str, original: Any) -> Any:
         if ours == "vt_is":
             same = identity.fold_is(*args) if not kwargs and len(args) == 2 else None
             if same is not None:
-                return C.constant(same == (name == "call_is_"))
+                return C.dynamo.constant(same == (name == "call_is_"))
         elif not kwargs and folds_builtin(args, ours):
             return fold_builtin(tx, args, ours, name)
         return original(self, tx, *args, **kwargs) if original is not None else None
@@ -367,23 +367,23 @@ def _builtin_hook(name: str, ours: str, original: Any) -> Any:
 
 
 def _jump_patches(p: Patches) -> None:
-    """``C.JUMP_HOOKS`` in every tracer class's opcode table (each class
+    """``C.slots.JUMP_HOOKS`` in every tracer class's opcode table (each class
     keeps its own copy, made when the class was)."""
-    for cls, table in C.opcode_tables():
-        for name, (jump_when, keep) in C.JUMP_HOOKS.items():
-            op = C.opcode_number(name)
+    for cls, table in C.dynamo.opcode_tables():
+        for name, (jump_when, keep) in C.slots.JUMP_HOOKS.items():
+            op = C.dynamo.opcode_number(name)
             if op is not None and table[op] is not None:
                 table[op] = _jump_hook(table[op], jump_when, keep)
         p.set(cls, "dispatch_table", table)
 
 
 def _jump_hook(original: Any, jump_when: bool, keep: bool) -> Any:
-    """A conditional jump (``C.JUMP_HOOKS``) on one of our trackers takes its
+    """A conditional jump (``C.slots.JUMP_HOOKS``) on one of our trackers takes its
     truth from the tracker (``vt_bool``); anything else jumps as before."""
     def jump(self: Any, inst: Any) -> Any:
-        value = C.stack_top(self)
+        value = C.dynamo.stack_top(self)
         if folds_builtin((value,), "vt_bool"):
-            return C.take_jump(self, inst, jump_when, bool(value.vt_bool(self).as_python_constant()), keep)
+            return C.dynamo.take_jump(self, inst, jump_when, bool(value.vt_bool(self).as_python_constant()), keep)
         return original(self, inst)
 
     return jump
@@ -409,7 +409,7 @@ def _checker_paused_at_run_time(call_user_compiler: Any) -> Any:
     def compile_graph(self: Any, gm: Any, example_inputs: Any) -> Any:
         with modes.compiled_under_switch(gm):
             compiled = call_user_compiler(self, gm, example_inputs)
-        if C.spmd.facts() is not None and any(C.spmd.is_checker_class(type(m)) for m in C.graph_modes(self)):
+        if C.spmd.facts() is not None and any(C.spmd.is_checker_class(type(m)) for m in C.dynamo.graph_modes(self)):
             return C.spmd.pause_checker_while(compiled)
         return compiled
 
@@ -419,12 +419,12 @@ def _checker_paused_at_run_time(call_user_compiler: Any) -> Any:
 
 def _runtime_only_generated(compile_and_exec: Any) -> Any:
     """AOTAutograd's generated runtime functions (2.12+: a DTensor gradient's
-    ``wrap_fn`` / ``unwrap_fn``) are, like ``C.RUNTIME_ONLY_FUNCTIONS``, never
+    ``wrap_fn`` / ``unwrap_fn``) are, like ``C.distributed.RUNTIME_ONLY_FUNCTIONS``, never
     compiled as frames of their own (2.12 compiled and broke in them when
     ``.backward()`` ran inside a compiled function)."""
     def generate(*args: Any, **kwargs: Any) -> Any:
         fn = compile_and_exec(*args, **kwargs)
-        C.skip_top_level_frames(fn)
+        C.dynamo.skip_top_level_frames(fn)
         return fn
 
     return generate
@@ -443,14 +443,14 @@ def _collective_patches(p: Patches) -> None:
             return col.guard_manager(self, source)
         return original_manager(self, source)
 
-    original_isinstance = C.BuiltinVariable.__dict__["call_isinstance"]
+    original_isinstance = C.dynamo.BuiltinVariable.__dict__["call_isinstance"]
 
     def call_isinstance(self: Any, tx: Any, arg: Any, classinfo: Any) -> Any:
         if col.observed_class(arg) is not None and classinfo.is_python_constant():
-            return C.constant(col.isinstance_answer(arg, classinfo.as_python_constant()))
+            return C.dynamo.constant(col.isinstance_answer(arg, classinfo.as_python_constant()))
         return original_isinstance(self, tx, arg, classinfo)
 
-    original_type = C.BuiltinVariable.__dict__["call_type"]
+    original_type = C.dynamo.BuiltinVariable.__dict__["call_type"]
 
     def call_type(self: Any, tx: Any, obj: Any) -> Any:
         if col.observed_class(obj) is not None:
@@ -459,6 +459,6 @@ def _collective_patches(p: Patches) -> None:
 
     p.set(col.GuardBuilder, "get_guard_manager_from_source", get_guard_manager_from_source)
     p.set_item(col.closure_vars(), col.GUARD_FN_NAME, col.unwrap_for_guards)
-    p.set(C.BuiltinVariable, "call_isinstance", call_isinstance)
-    p.set(C.BuiltinVariable, "call_type", call_type)
+    p.set(C.dynamo.BuiltinVariable, "call_isinstance", call_isinstance)
+    p.set(C.dynamo.BuiltinVariable, "call_type", call_type)
     col.clear_builtin_handlers()  # builtin handlers are cached with the method they were built from

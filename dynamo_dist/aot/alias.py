@@ -33,8 +33,8 @@ def is_dtensor_as_strided_failure(error: BaseException, base: Any) -> bool:
 
 
 def regenerate_dtensor_alias(base: Any, target_meta: Any, target_requires_grad: bool) -> Any:
-    local_meta = C.dtensor_local(target_meta)
-    local = base.to_local() if base.requires_grad else C.dtensor_local(base)
+    local_meta = C.distributed.dtensor_local(target_meta)
+    local = base.to_local() if base.requires_grad else C.distributed.dtensor_local(base)
     out_local = local.as_strided(local_meta.size(), local_meta.stride(), local_meta.storage_offset())
     out = DTensor.from_local(
         out_local, target_meta.device_mesh, target_meta.placements,

@@ -81,7 +81,7 @@ def mesh_identity(mesh: Any, flattened: bool = True) -> str:
 # (see ``live_mesh``). A graph can be loaded before any key of this process
 # named its mesh: torch's precompile installs saved frames at
 # ``torch.compile``, and compile once installs a frame another rank traced.
-# Then the meshes this process holds are looked for once (``C.live_meshes``).
+# Then the meshes this process holds are looked for once (``C.distributed.live_meshes``).
 _LIVE_MESHES: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 
 
@@ -137,7 +137,7 @@ def live_mesh(stored: Any) -> Any:
     identity = mesh_identity(stored, flattened=False)
     mesh = _LIVE_MESHES.get(identity)
     if mesh is None:
-        for found in C.live_meshes():
+        for found in C.distributed.live_meshes():
             remember_mesh(found)
         mesh = _LIVE_MESHES.get(identity)
     if mesh is None:
@@ -152,8 +152,8 @@ def live_mesh(stored: Any) -> Any:
 def rank_tag() -> str | None:
     """This process's rank: AOTAutograd's trace reads coordinates (a shard's
     offset, whether a rank holds data) that no key field shows. None under
-    ``compile_on_one_rank`` or without a world (``C.folded_rank``)."""
-    rank = C.folded_rank()
+    ``compile_on_one_rank`` or without a world (``C.distributed.folded_rank``)."""
+    rank = C.distributed.folded_rank()
     return None if rank is None else f"dynamo_dist rank {rank}"
 
 
@@ -164,7 +164,8 @@ def planner_tag() -> str:
     rank must run the collectives its peers run: a rank that loaded another
     job's plan while a peer traced its own would wait on collectives the peer
     never calls. So they are in every key."""
-    return "dynamo_dist planner " + ",".join(f"{name}={value!r}" for name, value in C.redistribute_planner_flags())
+    flags = C.distributed.redistribute_planner_flags()
+    return "dynamo_dist planner " + ",".join(f"{name}={value!r}" for name, value in flags)
 
 
 def process_tag() -> str:
@@ -196,7 +197,7 @@ def device_for_key(device: Any) -> Any:
     """``key_device`` for this process now."""
     if device.type in ("cpu", "meta"):
         return device
-    return key_device(device, C.caches.current_accelerator(), C.compile_on_one_rank(),
+    return key_device(device, C.caches.current_accelerator(), C.distributed.compile_on_one_rank(),
                       _agnostic_codegen(), C.caches.cudagraphs_on())
 
 
@@ -299,6 +300,6 @@ def saved_group_here(stored: SavedGroup) -> Any:
 def placement_key_identity(placement: Any) -> tuple | None:
     """A built-in placement: its class and the constructor call that rebuilds
     it (the fields that define it)."""
-    args, kwargs = C.constructor_call(placement)
+    args, kwargs = C.distributed.constructor_call(placement)
     inner = constant_identity((args, kwargs))
     return None if inner is None else (f"{type(placement).__module__}.{type(placement).__qualname__}", inner)

@@ -50,7 +50,7 @@ def torch_problem() -> str | None:
         return (f"cannot load on torch {torch.__version__} ({type(e).__name__}: {first}); "
                 f"pip install '{torch_requirement()}'")
     try:
-        C.check_supported()
+        C.release.check_supported()
     except RuntimeError as e:
         return " ".join(str(e).split())
     return None

@@ -105,7 +105,7 @@ def _side_patches(side: str, cache_dir: str) -> _hooks.Patches:
     where the graphs, and so the keys, can be the same on every rank)."""
     p = _hooks.Patches()
     p.set_item(os.environ, "TORCHINDUCTOR_CACHE_DIR", cache_dir)
-    p.set(C.one_rank_config(), "compile_on_one_rank", True)
+    p.set(C.distributed.one_rank_config(), "compile_on_one_rank", True)
     p.set(dynamo_dist.config, "compile_once", True)
     _hooks.set_plugin_state(side == PLUGIN)
     return p

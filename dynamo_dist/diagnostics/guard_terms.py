@@ -42,8 +42,8 @@ def mesh_summary(mesh: Any) -> dict[str, Any]:
         "device_type": mesh.device_type,
         "shape": list(mesh.shape),
         "dim_names": list(mesh.mesh_dim_names) if mesh.mesh_dim_names else None,
-        "groups": list(C.mesh_dim_group_names(mesh)),
-        "rank_map": compact_ranks(list(C.mesh_rank_map(mesh))),
+        "groups": list(C.distributed.mesh_dim_group_names(mesh)),
+        "rank_map": compact_ranks(list(C.distributed.mesh_rank_map(mesh))),
         "coordinate": list(coordinate) if coordinate is not None else None,
     }
 

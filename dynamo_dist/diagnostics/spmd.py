@@ -38,8 +38,8 @@ def graph_types(gm: torch.fx.GraphModule) -> SpmdGraph | None:
         return None
     state = S.capture()
     names = S.axis_names(state)
-    tx = C.tracing_tx()
-    pending = C.pending_attributes_by_node(tx, S.TYPE_ATTRS) if tx is not None else {}
+    tx = C.dynamo.tracing_tx()
+    pending = C.dynamo.pending_attributes_by_node(tx, S.TYPE_ATTRS) if tx is not None else {}
     by_node: dict[torch.fx.Node, tuple[Any, Any]] = {}
     graph = SpmdGraph(checker=("local" if state.local else "global") if state.mode is not None else "off",
                       axes=S.group_axis_names(state))

@@ -78,7 +78,7 @@ def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, BaseE
 @contextlib.contextmanager
 def one_rank(on: bool) -> Iterator[None]:
     """``compile_on_one_rank`` set to ``on`` for the block (this release's canonical flag)."""
-    dist_config = C.one_rank_config()
+    dist_config = C.distributed.one_rank_config()
     before = dist_config.compile_on_one_rank
     dist_config.compile_on_one_rank = on
     try:

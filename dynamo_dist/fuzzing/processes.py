@@ -202,7 +202,7 @@ def run_process(example: ProcessesExample, state: ProcessState, workdir: Path, c
     A's artifacts and cache directory hold Dynamo's entries too."""
     dynamo_dist.install()
     artifacts = workdir / ARTIFACTS_FILE  # none when A's compiles left nothing in the caches
-    with C.precompile_caching_set(example.precompile):
+    with C.dynamo.precompile_caching_set(example.precompile):
         if state.artifacts and not compiling and artifacts.exists():
             K.load_artifacts(artifacts.read_bytes())
         with process_state(state, example.tensor.mesh, recording=True) as (mesh, log):

@@ -232,7 +232,7 @@ class _Builder:
             _Expr(f"{g.code}.__class__ is type({other.code})", "bool", t | other.touches),
             _Expr(f"{{{g.code}: 1}}.get({other.code}, 0)", "int", t | other.touches),
             _Expr(f"x + funcol.all_reduce(x, 'sum', {g.code})", "tensor", t),
-            _Expr(f"funcol.{C.ALL_GATHER_SINGLE}(x, 0, {g.code})", "tensor", t),
+            _Expr(f"funcol.{C.distributed.ALL_GATHER_SINGLE}(x, 0, {g.code})", "tensor", t),
             _Expr("dist.get_rank()", "int", frozenset({"world"})),
             _Expr("dist.get_world_size()", "int", frozenset({"world"})),
             _Expr("dist.is_initialized()", "bool", frozenset({"world"})),

@@ -571,7 +571,7 @@ DTENSOR_EXCLUDED: dict[str, dict[str, str]] = {
 def dtensor_exclusions(version: str | None = None) -> dict[str, str]:
     """The excluded statements of ``version`` (``"2.13.0"``; the running
     torch by default), each with its reason."""
-    release = ".".join((version or C.torch_version()).split(".")[:2])
+    release = ".".join((version or C.release.torch_version()).split(".")[:2])
     return dict(DTENSOR_EXCLUDED.get(release, {}))
 
 

@@ -36,12 +36,12 @@ def remove_listener(listener: Listener) -> None:
 def note(source: Any, kind: str) -> None:
     """Record, at guard-build time, the value ``source`` has in this compile."""
     if _listeners:
-        C.guard_build_hook(source, f"DYNAMO_DIST_NOTE_{kind.upper()}", _HOOKS[kind])
+        C.dynamo.guard_build_hook(source, f"DYNAMO_DIST_NOTE_{kind.upper()}", _HOOKS[kind])
 
 
 def _make_hook(kind: str) -> Callable[[str, Any], None]:
     def hook(source_name: str, value: Any) -> None:
-        compile_id = C.current_compile_id()
+        compile_id = C.dynamo.current_compile_id()
         for listener in list(_listeners):
             try:
                 listener(compile_id, source_name, kind, value)

@@ -69,5 +69,5 @@ def describe_spec(name: str, spec: Any) -> str:
             f"on the same {describe_mesh(spec.mesh)}")
 
 
-# What ``_hooks`` puts at ``C.DTENSOR_SPEC_GUARD_POINT`` while installed.
-DTENSOR_SPEC_GUARD = C.predicate_guard(spec_expected, spec_check, describe_spec)
+# What ``_hooks`` puts at ``C.dynamo.DTENSOR_SPEC_GUARD_POINT`` while installed.
+DTENSOR_SPEC_GUARD = C.dynamo.predicate_guard(spec_expected, spec_check, describe_spec)

@@ -91,14 +91,14 @@ def mesh_fingerprint(mesh: Any, with_coordinate: bool | None = None) -> MeshFing
     counts unless rank answers are runtime ops (``compile_on_one_rank``);
     ``with_coordinate`` decides it without reading that config."""
     if with_coordinate is None:
-        with_coordinate = not C.compile_on_one_rank()
+        with_coordinate = not C.distributed.compile_on_one_rank()
     coordinate = mesh.get_coordinate() if with_coordinate else None
     return MeshFingerprint(
         type(mesh),
-        tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
-        C.mesh_dim_group_names(mesh),
+        tuple(_compact(v) for v in C.distributed.mesh_eq_key(mesh)),
+        C.distributed.mesh_dim_group_names(mesh),
         None if coordinate is None else tuple(coordinate),
-        C.mesh_flatten_state(mesh),
+        C.distributed.mesh_flatten_state(mesh),
     )
 
 
@@ -133,7 +133,7 @@ def known_fingerprint(mesh: Any, with_coordinate: bool) -> MeshFingerprint:
     entry = _KNOWN.get(key)
     if entry is not None and len(entry[1]) == entry[2]:
         return entry[0]
-    flattened = C.mesh_flatten_mapping(mesh)
+    flattened = C.distributed.mesh_flatten_mapping(mesh)
     computed = mesh_fingerprint(mesh, with_coordinate)
     found = _INTERNED.setdefault(computed, computed)
     _KNOWN[key] = (found, flattened, len(flattened))
@@ -153,10 +153,10 @@ def same_mesh_check(mesh_now: Any) -> Callable[[Any], bool]:
     same groups and flattened meshes (coordinate included unless
     ``compile_on_one_rank``, decided now, as the graph was): one ``is`` and
     one ``len`` of its root's flatten table when it is the same object."""
-    with_coordinate = not C.compile_on_one_rank()
+    with_coordinate = not C.distributed.compile_on_one_rank()
     expected = known_fingerprint(mesh_now, with_coordinate)
     same = weakref.ref(mesh_now)
-    flattened = C.mesh_flatten_mapping(mesh_now)
+    flattened = C.distributed.mesh_flatten_mapping(mesh_now)
     count = len(flattened)
     mesh_type = type(mesh_now)
 
@@ -185,7 +185,7 @@ class MeshExpected:
 
 
 def mesh_expected(mesh: Any) -> MeshExpected:
-    with_coordinate = not C.compile_on_one_rank()
+    with_coordinate = not C.distributed.compile_on_one_rank()
     return MeshExpected(known_fingerprint(mesh, with_coordinate), with_coordinate, weakref.ref(mesh))
 
 
@@ -207,7 +207,7 @@ def mesh_check(expected: MeshExpected) -> Callable[[Any], bool]:
         if last is not None and m is last() and len(matched[1]) == matched[2]:
             return True
         if type(m) is mesh_type and known_fingerprint(m, with_coordinate) is fingerprint:
-            flattened = C.mesh_flatten_mapping(m)
+            flattened = C.distributed.mesh_flatten_mapping(m)
             matched[:] = [weakref.ref(m), flattened, len(flattened)]
             return True
         return False
@@ -220,13 +220,13 @@ def describe_mesh(mesh: Any) -> str:
     dims = ", ".join(
         f"{names[i] if names else i}={size}" for i, size in enumerate(mesh.shape)
     )
-    flattened = [name for name, _, _ in C.mesh_flatten_state(mesh)]
-    text = f"{mesh.device_type} mesh ({dims}) on groups {list(C.mesh_dim_group_names(mesh))}"
+    flattened = [name for name, _, _ in C.distributed.mesh_flatten_state(mesh)]
+    text = f"{mesh.device_type} mesh ({dims}) on groups {list(C.distributed.mesh_dim_group_names(mesh))}"
     return f"{text}, flattened {flattened}" if flattened else text
 
 
 def install_mesh_guard(source: Any, mesh: Any) -> None:
-    C.guard_predicate(
+    C.dynamo.guard_predicate(
         source,
         mesh_expected,
         mesh_check,

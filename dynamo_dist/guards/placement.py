@@ -19,17 +19,18 @@ log = logging.getLogger("dynamo_dist.guards")
 
 def install_placement_guard(source: Any, placement: Any) -> None:
     log.debug("guard dynamo_dist: `%s` == %r (TYPE_MATCH + field EQUALS_MATCH)", source.name, placement)
-    C.guard_type(source)
+    C.dynamo.guard_type(source)
     note(source, "placement")
     # Built-in placements: the fields that define them (one table, shared
     # with reconstruction), each a C++ EQUALS_MATCH.
-    fields = C.placement_fields(type(placement))
+    fields = C.distributed.placement_fields(type(placement))
     if fields is not None:
         for field in fields.names:
-            C.guard_attr_equals(source, field)
+            C.dynamo.guard_attr_equals(source, field)
         return
 
-    C.guard_predicate(source, placement_expected, placement_check, f"dynamo_dist: `{source.name}` == {placement!r}")
+    C.dynamo.guard_predicate(source, placement_expected, placement_check,
+                             f"dynamo_dist: `{source.name}` == {placement!r}")
 
 
 def placement_expected(p_now: Any) -> tuple[Any, dict]:

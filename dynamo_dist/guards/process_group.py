@@ -20,7 +20,7 @@ def install_group_guard(source: Any, group: Any = None) -> None:
     """The group at ``source`` is the same object (``group``, the group now,
     is not needed: its identity is the whole guard)."""
     log.debug("guard dynamo_dist: `%s` is the same ProcessGroup object (ID_MATCH)", source.name)
-    C.guard_identity(source)
+    C.dynamo.guard_identity(source)
     note(source, "process_group")
 
 
@@ -28,7 +28,7 @@ def install_default_group_guard(tx: Any) -> None:
     """Guard the answers of ``dist.get_rank()`` etc. called without a group on
     the identity of the default (WORLD) group: re-initialising the world
     recompiles."""
-    world = C.default_group_source(tx)
+    world = C.dynamo.default_group_source(tx)
     log.debug("guard dynamo_dist: the default (WORLD) group is the same object (ID_MATCH)")
-    C.guard_identity(world)
+    C.dynamo.guard_identity(world)
     note(world, "world")

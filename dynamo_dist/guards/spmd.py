@@ -109,8 +109,8 @@ def describe_state(state: Any) -> str:
 
 def install_state_guard(tx: Any) -> None:
     """The frame's spmd_types state at call time is the traced one."""
-    source = C.module_source(tx, "spmd_types._state")
-    C.guard_predicate(source, state_expected, state_check, describe_state(None))
+    source = C.dynamo.module_source(tx, "spmd_types._state")
+    C.dynamo.guard_predicate(source, state_expected, state_check, describe_state(None))
 
 
 # -- a tensor's types ------------------------------------------------------------
@@ -155,10 +155,11 @@ def types_check(expected: TypesExpected) -> Callable[[Any], bool]:
 
 def install_types_guard(tx: Any, source: Any, tensor: Any) -> None:
     """The input's types are the traced ones (once per input and frame)."""
-    seen = C.frame_state(tx, "spmd_types_guarded")
+    seen = C.dynamo.frame_state(tx, "spmd_types_guarded")
     if source.name in seen:
         return
     seen[source.name] = True
     local = tensor.__dict__.get(S.LOCAL_TYPE_ATTR)
     text = "no SPMD type" if local is None else f"SPMD type {local!r}"
-    C.guard_predicate(source, types_expected, types_check, f"dynamo_dist: `{source.name}` has {text}, as when traced")
+    C.dynamo.guard_predicate(source, types_expected, types_check,
+                             f"dynamo_dist: `{source.name}` has {text}, as when traced")

@@ -13,7 +13,7 @@ object", a package bypass, stock alike): every restart traces it again.
 Here ``ctx`` is saved as its Function (by qualified name) and the state a
 guard can read of it: its Python attributes (``ctx.k = ...``) and what
 ``apply`` gave it (``needs_input_grad``). It loads as a new
-``ctx`` of that Function (``C.new_ctx_of``) with that state, on
+``ctx`` of that Function (``C.dynamo.new_ctx_of``) with that state, on
 which torch rebuilds the frame's guards: the guards check the live ``ctx``
 against what the saving process saw, as they did there. A ``ctx`` holding
 tensors through the autograd API (``save_for_backward``,
@@ -35,8 +35,8 @@ def reduce(pickler: Any, obj: Any) -> Any:
     """``obj`` as :func:`function_ctx` of its Function and state, where it is
     a Function's ``ctx`` that holds no tensors through the autograd API;
     otherwise None (torch's pickler takes it)."""
-    function = C.autograd_function_of_ctx(obj)
-    if function is None or C.ctx_holds_tensors(obj):
+    function = C.dynamo.autograd_function_of_ctx(obj)
+    if function is None or C.dynamo.ctx_holds_tensors(obj):
         return None
     fields = {name: getattr(obj, name) for name in SETTABLE_FIELDS}
     return function_ctx, (function, fields, dict(obj.__dict__))
@@ -45,7 +45,7 @@ def reduce(pickler: Any, obj: Any) -> Any:
 def function_ctx(function: type, fields: dict, attributes: dict) -> Any:
     """A new ``ctx`` of ``function`` with the state a saved one had (loading
     a frame saved by torch's precompile; pickled by this qualified name)."""
-    ctx = C.new_ctx_of(function)
+    ctx = C.dynamo.new_ctx_of(function)
     for name, value in fields.items():
         setattr(ctx, name, value)
     ctx.__dict__.update(attributes)

@@ -40,7 +40,7 @@ class NoGroupHere:
 def reduce(pickler: Any, obj: Any) -> Any:
     """A guarded process group as :func:`group_here` of its identity;
     otherwise None (torch's pickler takes it)."""
-    if not isinstance(obj, C.distributed.ProcessGroup) or id(obj) not in C.guarded_values(pickler):
+    if not isinstance(obj, C.distributed.ProcessGroup) or id(obj) not in C.dynamo.guarded_values(pickler):
         return None
     identity = C.distributed.group_identity(obj)
     return None if identity is None else (group_here, (identity,))

@@ -44,9 +44,9 @@ def folds_builtin(args: tuple, ours: str) -> bool:
     if len(args) != 1:
         return False
     (vt,) = args
-    if C.is_tracker(vt) and hasattr(vt, ours):
+    if C.dynamo.is_tracker(vt) and hasattr(vt, ours):
         return True
-    items = C.list_items(vt) if ours == "vt_hash" and C.is_tracker(vt) else None
+    items = C.dynamo.list_items(vt) if ours == "vt_hash" and C.dynamo.is_tracker(vt) else None
     return (items is not None and vt.python_type() is tuple
             and any(isinstance(i, DistObjectVariable) for i in items)
             and not any(_identity_hashed_without_guard(i) for i in items)
@@ -55,16 +55,16 @@ def folds_builtin(args: tuple, ours: str) -> bool:
 
 def fold_builtin(tx: Any, args: tuple, ours: str, builtin: str) -> Any:
     """``str`` / ``repr`` / ``hash`` of our trackers (``folds_builtin``), for
-    the releases whose builtins never reach a tracker (``C.BUILTIN_HOOKS``)."""
+    the releases whose builtins never reach a tracker (``C.slots.BUILTIN_HOOKS``)."""
     (tracker,) = args
     if ours != "vt_hash":
         return getattr(tracker, ours)(tx)
-    if not isinstance(tracker, C.Tracker):  # a tuple (``folds_builtin``)
-        return C.constant(hash(real_value(tracker)))
+    if not isinstance(tracker, C.slots.Tracker):  # a tuple (``folds_builtin``)
+        return C.dynamo.constant(hash(real_value(tracker)))
     value, by_identity = tracker.vt_hash(tx)
     if by_identity and tracker.source is None:
         graph_break(Break.IDENTITY_HASH, context=repr(tracker))
-    return C.constant(value)
+    return C.dynamo.constant(value)
 
 
 # -- the handler of each Kind ------------------------------------------------
@@ -80,7 +80,7 @@ def fold_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args
 
 def rank_member(vt: DistObjectVariable, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
     """RANK: folded, or a runtime op under ``compile_on_one_rank``."""
-    if C.compile_on_one_rank():
+    if C.distributed.compile_on_one_rank():
         return vt.runtime_rank_member(tx, name, args, kwargs)
     return vt.evaluate(tx, name, member.method, args, kwargs)
 
@@ -113,7 +113,7 @@ def unsupported_member(vt: DistObjectVariable, tx: Any, name: str, member: Membe
     graph_break(Break.UNSUPPORTED_MEMBER, context=what, label=vt.LABEL, what=what, hint=member.hint)
 
 
-class DistObjectVariable(C.Tracker):
+class DistObjectVariable(C.slots.Tracker):
     """Base tracker: a real distributed object, queried through a member table."""
 
     MEMBERS: ClassVar[MemberTable] = MemberTable("object", {})
@@ -161,7 +161,7 @@ class DistObjectVariable(C.Tracker):
         return False
 
     def vt_python_equal(self, other: object) -> bool:
-        other_value = real_value(other) if C.is_tracker(other) else NO_VALUE
+        other_value = real_value(other) if C.dynamo.is_tracker(other) else NO_VALUE
         return other_value is not NO_VALUE and self.value == other_value
 
     def __repr__(self) -> str:
@@ -177,24 +177,24 @@ class DistObjectVariable(C.Tracker):
     def vt_richcompare(self, tx: Any, other: Any, op: str) -> Any:
         other_value = real_value(other)
         if other_value is NO_VALUE:
-            return C.constant(NotImplemented)
+            return C.dynamo.constant(NotImplemented)
         try:
             result = getattr(self.value, op)(other_value)
         except Exception as e:  # eager raises the same
             raise_like_eager(tx, e)
-        return C.constant(result)
+        return C.dynamo.constant(result)
 
     def vt_repr(self, tx: Any) -> Any:
-        return C.constant(repr(self.value))
+        return C.dynamo.constant(repr(self.value))
 
     def vt_str(self, tx: Any) -> Any:
-        return C.constant(str(self.value))
+        return C.dynamo.constant(str(self.value))
 
     def vt_hasattr(self, tx: Any, name: str) -> Any:
-        return C.constant(hasattr(self.value, name))
+        return C.dynamo.constant(hasattr(self.value, name))
 
     def vt_bool(self, tx: Any) -> Any:
-        return C.constant(bool(self.value))
+        return C.dynamo.constant(bool(self.value))
 
     # -- as a graph value: delegate to stock ---------------------------------
     def stock_tracker(self, tx: Any) -> Any:
@@ -205,17 +205,17 @@ class DistObjectVariable(C.Tracker):
         # stock wrap adds a graph input, which every subgraph can lift), per
         # graph for a derived one (replaying its steps makes graph ops, which
         # a sibling subgraph, another autograd.Function's backward, cannot use).
-        cache = C.frame_state(tx, "stock_trackers") if self.source is not None else \
-            C.tracer_state(tx, "stock_trackers")
+        cache = C.dynamo.frame_state(tx, "stock_trackers") if self.source is not None else \
+            C.dynamo.tracer_state(tx, "stock_trackers")
         key = self.source if self.source is not None else (
             id(self.rebuild.root), self.rebuild.steps) if self.rebuild is not None else id(self.value)
         if key in cache:
             return cache[key]
         if self.source is not None:
-            cache[key] = C.stock_wrap(tx, self.source, self.value)
+            cache[key] = C.stock.stock_wrap(tx, self.source, self.value)
             return cache[key]
         if self.rebuild is None:
-            cache[key] = C.stock_create(tx, self.value)
+            cache[key] = C.stock.stock_create(tx, self.value)
             return cache[key]
         root = self.rebuild.root
         tracker = root.stock_tracker(tx) if isinstance(root, DistObjectVariable) else root
@@ -227,7 +227,7 @@ class DistObjectVariable(C.Tracker):
     def as_proxy(self) -> Any:
         # Only reached when the object itself must be a graph value (an
         # argument to a DTensor op): give it exactly the form stock gives it.
-        return self.stock_tracker(C.current_tx()).as_proxy()
+        return self.stock_tracker(C.dynamo.current_tx()).as_proxy()
 
     # -- reconstruction ----------------------------------------------------
     def reconstruct(self, codegen: Any) -> None:
@@ -239,13 +239,13 @@ class DistObjectVariable(C.Tracker):
         if name == "__class__":  # the class tracker ``type(obj)`` gives
             cls = type(self.value)
             if self.source is not None:
-                return C.wrap_sourced(tx, C.attr_source(self.source, name), cls)
-            return C.SourcelessBuilder.create(tx, cls)
+                return C.dynamo.wrap_sourced(tx, C.dynamo.attr_source(self.source, name), cls)
+            return C.dynamo.SourcelessBuilder.create(tx, cls)
         member = self.MEMBERS.get(name)
         if member is None:
             return self.unknown_member(tx, name, None)
         if member.method:
-            return C.method_of(self, name, py_type=type(getattr(type(self.value), name, None)))
+            return C.dynamo.method_of(self, name, py_type=type(getattr(type(self.value), name, None)))
         return self.apply_member(tx, name, member, [], {})
 
     def call_method(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
@@ -290,14 +290,14 @@ class DistObjectVariable(C.Tracker):
         if name in self.FOLDED_PRIVATE and call is None:
             return self.evaluate(tx, name, False, [], {})
         if not hasattr(self.value, name):
-            C.raise_observed(AttributeError, tx, [f"'{cls.__name__}' object has no attribute '{name}'"])
+            C.dynamo.raise_observed(AttributeError, tx, [f"'{cls.__name__}' object has no attribute '{name}'"])
         static = inspect.getattr_static(self.value, name, None)
         if call is None and callable(static) and not isinstance(static, property):
             # A method: decide at call time, when the arguments are known.
-            return C.method_of(self, name)
-        stock_kind = C.stock_member_kind(cls, name)
+            return C.dynamo.method_of(self, name)
+        stock_kind = C.stock.stock_member_kind(cls, name)
         if stock_kind == "inlined" and inspect.isfunction(static):
-            return C.inline_call(tx, static, [self, *call[0]], call[1])
+            return C.dynamo.inline_call(tx, static, [self, *call[0]], call[1])
         if call is not None:
             if stock_kind == "use_real" or isinstance(static, property):
                 return self.evaluate(tx, name, True, *call)
@@ -309,9 +309,9 @@ class DistObjectVariable(C.Tracker):
             # it as Dynamo reads any Python object's attribute, guarded at its
             # source, so such code is never worse than on stock.
             if self.source is not None:
-                return C.wrap_sourced(tx, C.attr_source(self.source, name), value)
+                return C.dynamo.wrap_sourced(tx, C.dynamo.attr_source(self.source, name), value)
             if stock_kind is not None:
-                return C.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
+                return C.slots.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
         what = f"{cls.__name__}.{name}"
         graph_break(Break.UNKNOWN_MEMBER, context=what, label=self.LABEL, what=what,
                     members=", ".join(sorted(self.MEMBERS)))

@@ -354,7 +354,7 @@ def graph_break(kind: Break, /, *, context: str, **fields: Any) -> NoReturn:
     with it."""
     gb_type, explanation, hints = kind.render(fields)
     break_log.debug("graph break %s (%s): %s Hint: %s", gb_type, context, explanation, " Hint: ".join(hints))
-    C.break_graph(gb_type, context, explanation, hints)
+    C.dynamo.break_graph(gb_type, context, explanation, hints)
     raise AssertionError(f"graph break {kind.name}: Dynamo did not break the graph")
 
 
@@ -363,16 +363,16 @@ def raise_like_eager(tx: Any, exc: BaseException) -> NoReturn:
     would see it in eager mode."""
     exc_type = type(exc)
     if getattr(builtins, exc_type.__name__, None) is exc_type:
-        C.raise_observed(exc_type, tx, [str(a) for a in exc.args] or [str(exc)])
+        C.dynamo.raise_observed(exc_type, tx, [str(a) for a in exc.args] or [str(exc)])
     graph_break(Break.NON_BUILTIN_EXCEPTION, context=f"{exc_type.__name__}: {exc}",
                 exc_type=exc_type.__name__, exc=exc)
 
 
 def short_repr(value: Any) -> str:
     """Short, user-facing text for a folded value."""
-    if isinstance(value, C.ProcessGroup):
+    if isinstance(value, C.distributed.ProcessGroup):
         return f"ProcessGroup(name={value.group_name!r}, size={value.size()})"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, C.ProcessGroup) for v in value):
+    if isinstance(value, (list, tuple)) and any(isinstance(v, C.distributed.ProcessGroup) for v in value):
         return f"[{', '.join(short_repr(v) for v in value)}]"
     return repr(value)
 

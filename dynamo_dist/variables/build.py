@@ -32,7 +32,7 @@ def build(tx: Any, value: Any, source: Any = None, rebuild: Rebuild | None = Non
         record = tracked_types.find_class(value)
         if record is not None:
             if source is not None:
-                C.guard_identity(source)  # a class is guarded as itself
+                C.dynamo.guard_identity(source)  # a class is guarded as itself
             return record.class_tracker(value, source=source)
     record = tracked_types.find(value, sourced=source is not None)
     if record is None:

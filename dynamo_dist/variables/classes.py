@@ -38,39 +38,39 @@ class DistClassVariable(ImportableObjectVariable):
     """A tracked object's class. Compared by identity; the rest is stock's."""
 
     def vt_richcompare(self, tx: Any, other: Any, op: str) -> Any:
-        other_value = C.known_value(other)
+        other_value = C.dynamo.known_value(other)
         # ``type.__eq__`` is identity (a metaclass could say otherwise).
-        if op in ("__eq__", "__ne__") and other_value is not C.NO_KNOWN_VALUE \
+        if op in ("__eq__", "__ne__") and other_value is not C.dynamo.NO_KNOWN_VALUE \
                 and type(type(self.value)).__eq__ is type.__eq__:
             eq = self.value is other_value
-            return C.constant(eq if op == "__eq__" else not eq)
-        return C.constant(NotImplemented)
+            return C.dynamo.constant(eq if op == "__eq__" else not eq)
+        return C.dynamo.constant(NotImplemented)
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
-        if C.DUNDERS.get(name) == "vt_richcompare":
+        if C.slots.DUNDERS.get(name) == "vt_richcompare":
             # 2.11 / 2.12 polyfills compare as ``a.__eq__(b)``: the class's
             # comparison (``type.__eq__``), not its instances' ``__eq__``.
-            return C.method_of(self, name)
+            return C.dynamo.method_of(self, name)
         value = getattr(self.value, name, None)
-        if name.startswith("__") and C.is_literal(value):  # __name__, __qualname__, __module__
-            return C.constant(value)
-        return C.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
+        if name.startswith("__") and C.dynamo.is_literal(value):  # __name__, __qualname__, __module__
+            return C.dynamo.constant(value)
+        return C.slots.slot_method(self.stock_tracker(tx), "vt_getattr")(tx, name)
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         return self.stock_tracker(tx).call_function(tx, args, kwargs)
 
     def call_method(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
-        if name in C.DUNDERS:  # 2.11 / 2.12: ``==`` arrives as ``__eq__``
+        if name in C.slots.DUNDERS:  # 2.11 / 2.12: ``==`` arrives as ``__eq__``
             return super().call_method(tx, name, args, kwargs)
         return self.stock_tracker(tx).call_method(tx, name, args, kwargs)
 
     def stock_tracker(self, tx: Any) -> Any:
         """The tracker stock Dynamo has for this class (one per frame)."""
-        cache = C.frame_state(tx, "stock_classes")
+        cache = C.dynamo.frame_state(tx, "stock_classes")
         key = self.source if self.source is not None else self.value
         if key not in cache:
-            cache[key] = (C.stock_wrap(tx, self.source, self.value) if self.source is not None
-                          else C.stock_create(tx, self.value))
+            cache[key] = (C.stock.stock_wrap(tx, self.source, self.value) if self.source is not None
+                          else C.stock.stock_create(tx, self.value))
         return cache[key]
 
     def reconstruct(self, codegen: Any) -> None:

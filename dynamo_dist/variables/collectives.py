@@ -41,7 +41,7 @@ def _bound(tx: Any, fn: Any, args: list, kwargs: dict) -> dict:
     try:
         return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
     except TypeError as e:
-        C.raise_observed(TypeError, tx, [str(e)])
+        C.dynamo.raise_observed(TypeError, tx, [str(e)])
 
 
 def _known(vt: Any) -> Any:
@@ -49,8 +49,8 @@ def _known(vt: Any) -> Any:
     struct), or NO_VALUE."""
     value = real_value(vt)
     if value is NO_VALUE:
-        value = C.object_value(vt)
-    return NO_VALUE if value is C.NO_KNOWN_VALUE else value
+        value = C.dynamo.object_value(vt)
+    return NO_VALUE if value is C.dynamo.NO_KNOWN_VALUE else value
 
 
 def _value(tx: Any, what: str, vt: Any) -> Any:
@@ -71,19 +71,19 @@ def _op_name(tx: Any, what: str, vt: Any) -> str:
 def traced_call(tx: Any, what: str, form: Any, args: list, kwargs: dict, asynchronous: bool) -> Any:
     """Inline ``form``; an asynchronous call answers a ``Work`` whose
     ``wait()`` is where the graph waits, a synchronous one None."""
-    if C.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD and C.in_autograd_function_forward(tx):
+    if C.dynamo.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD and C.dynamo.in_autograd_function_forward(tx):
         graph_break(Break.INPLACE_IN_FUNCTION_FORWARD, context=what, what=what)
-    mark = C.graph_mark(tx)
+    mark = C.dynamo.graph_mark(tx)
     try:
-        C.inline_call(tx, form, args, kwargs)
-    except C.Unsupported as e:  # Dynamo's own words would name torch's internals, not the call
+        C.dynamo.inline_call(tx, form, args, kwargs)
+    except C.dynamo.Unsupported as e:  # Dynamo's own words would name torch's internals, not the call
         if str(e).startswith(GB_PREFIX):
             raise
         reason = first_line(e)
         graph_break(Break.FORM_NOT_TRACED, context=f"{what}: {reason}", what=what, reason=reason)
     if not asynchronous:
-        return C.constant(None)
-    graph, made = C.nodes_since(tx, mark)
+        return C.dynamo.constant(None)
+    graph, made = C.dynamo.nodes_since(tx, mark)
     first_wait = next((i for i, node in enumerate(made) if C.c10d.is_wait(node)), len(made))
     return WorkVariable(C.c10d.completed_work(), graph=graph, deferred=made[first_wait:], what=what)
 
@@ -95,7 +95,7 @@ def collective_call(vt: Any, tx: Any, member: Member, args: list, kwargs: dict) 
     bound = _bound(tx, vt.value, args, kwargs)
     asynchronous = "async_op" in bound and bool(_value(tx, what, bound["async_op"]))
     if "op" in bound:
-        bound["op"] = C.constant(_op_name(tx, what, bound["op"]))
+        bound["op"] = C.dynamo.constant(_op_name(tx, what, bound["op"]))
     return traced_call(tx, what, C.c10d.TRACED_FORMS[vt.name], [], bound, asynchronous)
 
 
@@ -106,7 +106,7 @@ def group_collective(vt: Any, tx: Any, name: str, member: Member, args: list, kw
     what = f"ProcessGroup.{name}"
     data, options = [], []
     for a in [*args, *kwargs.values()]:
-        if C.is_tensor(a) or C.list_items(a) is not None:  # tensors, lists of them, split sizes
+        if C.dynamo.is_tensor(a) or C.dynamo.list_items(a) is not None:  # tensors, lists of them, split sizes
             if options:  # data after an option: not a form the traced methods know
                 graph_break(Break.ARGUMENT_NOT_CONSTANT, context=f"{what}: {a}", what=what)
             data.append(a)
@@ -120,17 +120,17 @@ def group_collective(vt: Any, tx: Any, name: str, member: Member, args: list, kw
     except C.c10d.UnsupportedOption as e:
         graph_break(Break.OPTION_NOT_TRACEABLE, context=f"{what}: {e}", what=what, option=str(e))
     return traced_call(tx, what, C.c10d.GROUP_METHOD_FORMS[name], [vt, *data],
-                       {k: C.constant(v) for k, v in decoded.items()}, asynchronous=True)
+                       {k: C.dynamo.constant(v) for k, v in decoded.items()}, asynchronous=True)
 
 
 def stock_call(vt: Any, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
     """STOCK: the call as stock Dynamo traces it; where stock cannot, a
     break that names the call."""
     what = f"torch.distributed.{vt.name}"
-    stock = C.stock_wrap(tx, vt.source, vt.value) if vt.source is not None else C.stock_create(tx, vt.value)
+    stock = C.stock.stock_wrap(tx, vt.source, vt.value) if vt.source is not None else C.stock.stock_create(tx, vt.value)
     try:
         return stock.call_function(tx, args, kwargs)
-    except C.Unsupported as e:
+    except C.dynamo.Unsupported as e:
         reason = first_line(e)
         graph_break(Break.NOT_TRACED_BY_TORCH, context=f"{what}: {reason}", what=what, reason=reason)
 
@@ -162,9 +162,9 @@ def wait_member(vt: Any, tx: Any, name: str, member: Member, args: list, kwargs:
     """WAIT (a Work made in the graph): the graph waits here for its
     collective; a second wait, or one of a work from elsewhere, waits for
     nothing more (eager's ``wait()`` is True)."""
-    if vt.deferred and C.move_to_end(tx, vt.graph, vt.deferred):
+    if vt.deferred and C.dynamo.move_to_end(tx, vt.graph, vt.deferred):
         vt.deferred = []
-    return C.constant(True)
+    return C.dynamo.constant(True)
 
 
 def live_wait(vt: Any, tx: Any, name: str, member: Member, args: list, kwargs: dict) -> Any:
@@ -204,11 +204,11 @@ class LiveWorkVariable(DistObjectVariable):
 
 
 def _guard_type(source: Any, value: Any) -> None:
-    C.guard_type(source)  # a finished work and the backend's handle are handled apart
+    C.dynamo.guard_type(source)  # a finished work and the backend's handle are handled apart
 
 
 def _new_completed_work(vt: Any, codegen: Any) -> None:
-    C.emit_call_import(codegen, C.c10d.__name__, "completed_work")
+    C.dynamo.emit_call_import(codegen, C.c10d.__name__, "completed_work")
 
 
 COMPLETED_WORK = declare(TrackedType(

@@ -38,7 +38,7 @@ DEVICE_MESH_MEMBERS = MemberTable("DeviceMesh", {
 
 def known_meshes(tx: Any) -> dict[int, "DeviceMeshVariable"]:
     """Meshes tracked in the frame being traced, by identity of the real mesh."""
-    return C.frame_state(tx, "meshes")
+    return C.dynamo.frame_state(tx, "meshes")
 
 
 def mesh_group_member(vt: "DeviceMeshVariable", tx: Any, name: str, member: Member, args: list,
@@ -51,7 +51,7 @@ def mesh_group_member(vt: "DeviceMeshVariable", tx: Any, name: str, member: Memb
     dim = (list(args) + list(kwargs.values()) or [None])[0]
     index = dim.as_python_constant() if dim is not None else 0
     if isinstance(index, str):
-        index = C.mesh_dim_index(vt.value, index)
+        index = C.distributed.mesh_dim_index(vt.value, index)
     elif isinstance(index, int):
         index %= vt.value.ndim  # get_group(-1): the runtime op needs a dim >= 0
     result.mesh_dim = (vt.value, index) if group_follows_mesh(vt.value, index) else None
@@ -65,22 +65,22 @@ def runtime_global_rank(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: d
 def runtime_mesh_coordinate(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: dict) -> Any:
     mesh = vt.value
     if mesh.get_coordinate() is None:  # this rank is not in the mesh: None, as in eager
-        return C.constant(None)
-    full = C.mesh_full_tensor_list(mesh)
-    return C.make_tuple([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
+        return C.dynamo.constant(None)
+    full = C.distributed.mesh_full_tensor_list(mesh)
+    return C.dynamo.make_tuple([runtime_coordinate(tx, full, i) for i in range(mesh.ndim)])
 
 
 def runtime_local_rank(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: dict) -> Any:
     # get_local_rank(mesh_dim=None): validate and resolve the dim eagerly
     # (same errors as eager), only the rank itself is computed at run time.
     mesh = vt.value
-    full = C.mesh_full_tensor_list(mesh)
+    full = C.distributed.mesh_full_tensor_list(mesh)
     pargs, pkwargs = constant_args(tx, "DeviceMesh.get_local_rank", args, kwargs)
     dim = pargs[0] if pargs else pkwargs.get("mesh_dim")
     try:
         mesh.get_local_rank(dim)  # raises like eager on a bad dim
         index = 0 if dim is None else (
-            C.mesh_dim_index(mesh, dim) if isinstance(dim, str) else dim % mesh.ndim
+            C.distributed.mesh_dim_index(mesh, dim) if isinstance(dim, str) else dim % mesh.ndim
         )
     except Exception as e:
         raise_like_eager(tx, e)
@@ -92,7 +92,7 @@ def runtime_local_rank(vt: "DeviceMeshVariable", tx: Any, args: list, kwargs: di
 class DeviceMeshVariable(DistObjectVariable):
     MEMBERS = DEVICE_MESH_MEMBERS
     LABEL = "DeviceMesh"
-    FOLDED_PRIVATE = C.FOLDED_PRIVATE_MESH_ATTRIBUTES
+    FOLDED_PRIVATE = C.distributed.FOLDED_PRIVATE_MESH_ATTRIBUTES
     KIND_HANDLERS: ClassVar[Mapping[Kind, Handler]] = {
         **DistObjectVariable.KIND_HANDLERS, Kind.GROUP: mesh_group_member,
     }
@@ -109,7 +109,7 @@ class DeviceMeshVariable(DistObjectVariable):
             # A DTensor made in this frame reports its mesh as a bare object;
             # this lets ``y.device_mesh`` be the tracker that knows how to
             # reload or rebuild it (see dtensor.var_getattr).
-            tx = C.current_tx()
+            tx = C.dynamo.current_tx()
             if tx is not None:
                 known_meshes(tx).setdefault(id(value), self)
 
@@ -140,13 +140,13 @@ DEVICE_MESH_MEMBERS.require_named_handlers(DeviceMeshVariable.RUNTIME_RANK, "Dev
 
 DEVICE_MESH = declare(TrackedType(
     name="DeviceMesh",
-    python_type=C.DeviceMesh,
+    python_type=C.distributed.DeviceMesh,
     tracker=DeviceMeshVariable,
     members=DEVICE_MESH_MEMBERS,
     # Identity fast path, else the fingerprint (guards/mesh.py); a mesh whose
     # constructor has not finished has none: a clean break, its frame runs eagerly.
     guard=install_mesh_guard,
-    ready=C.mesh_is_constructed,
+    ready=C.distributed.mesh_is_constructed,
     not_ready=Break.MESH_UNDER_CONSTRUCTION,
     # Its groups, layout and its root's flattened meshes (caching/keys.py).
     key_identity=keys.mesh_key_identity,
@@ -155,7 +155,7 @@ DEVICE_MESH = declare(TrackedType(
     rebuild=replay_derivation,
     # A cached graph's mesh constant: this process's mesh of that identity.
     on_cache_load=keys.live_mesh,
-    fast_types=(C.DeviceMesh,),
+    fast_types=(C.distributed.DeviceMesh,),
     sourceless=True,
     class_tracker=DistClassVariable,
 ))

@@ -66,7 +66,7 @@ _METHODS = frozenset(name for name, m in DTENSOR_MEMBERS.items()
                      if m.kind is Kind.DTENSOR_OP and not _is_function_row(name))
 # Methods whose argument-less call involves no mesh, placement or collective,
 # left to stock where its graph node is a cacheable method call (2.12+).
-_STOCK_WITHOUT_ARGUMENTS = frozenset() if C.STOCK_TO_LOCAL_IS_CLOSURE else frozenset({"to_local"})
+_STOCK_WITHOUT_ARGUMENTS = frozenset() if C.dynamo.STOCK_TO_LOCAL_IS_CLOSURE else frozenset({"to_local"})
 _FUNCTION_NAMES = tuple(name for name, m in DTENSOR_MEMBERS.items()
                         if m.kind is Kind.DTENSOR_OP and _is_function_row(name))
 # Parameters of the DTENSOR_OP rows that take a sequence of placements: any
@@ -121,17 +121,17 @@ def _graph_call(tx: Any, op: Callable[..., Any], name: str, what: str, tensor: A
     op.__name__ = op.__qualname__ = fn_name  # shown in the graph when it stays a closure
     op.__doc__ = what
     key = baked_ops.bake(op, what, (name, *baked))
-    value = C.example_value(tensor)
-    dynamic = isinstance(value, torch.Tensor) and C.has_symbolic_size(value)
-    marked = C.marked_sizes(tx) if dynamic else frozenset()
+    value = C.dynamo.example_value(tensor)
+    dynamic = isinstance(value, torch.Tensor) and C.dynamo.has_symbolic_size(value)
+    marked = C.dynamo.marked_sizes(tx) if dynamic else frozenset()
     if by_coordinate:
         _trace_as_every_coordinate(tx, op, what, tensor, mesh)
     if key is None:
         log.debug("%s: a baked-in value has no stable identity; the compile caches will bypass this graph", what)
-        out = C.graph_call(tx, op, [tensor])
+        out = C.dynamo.graph_call(tx, op, [tensor])
     else:
-        out = C.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
-    fixed = C.fixed_sizes(tx, marked)
+        out = C.dynamo.graph_call(tx, baked_ops.call, [tensor], constants=(key,))
+    fixed = C.dynamo.fixed_sizes(tx, marked)
     if fixed:  # the frame would fail when its guards are made: the call runs eagerly instead
         graph_break(Break.SPECIALIZES_MARKED_SIZE, context=what, what=what, sizes=", ".join(fixed))
     return out
@@ -157,8 +157,9 @@ def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tenso
     specialize alike. The graph call then runs as the rank's own coordinate,
     whose questions have all been asked, and answered alike, by then.
     ``mesh``: the mesh ``op`` places on (the input's when it is a DTensor)."""
-    value = C.example_value(tensor)
-    if not isinstance(value, torch.Tensor) or C.compile_on_one_rank() or not C.has_symbolic_size(value):
+    value = C.dynamo.example_value(tensor)
+    if (not isinstance(value, torch.Tensor) or C.distributed.compile_on_one_rank()
+            or not C.dynamo.has_symbolic_size(value)):
         return
     mesh = value.device_mesh if isinstance(value, DTensor) else mesh
     if mesh is None or mesh.get_coordinate() is None:
@@ -166,7 +167,7 @@ def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tenso
     first = (0,) * mesh.ndim
     out = _run_as(tx, op, what, value, mesh, first, 1)
     dims = {i for v in (value, out) if isinstance(v, DTensor) for i, p in enumerate(v.placements)
-            if C.splits_by_coordinate(p) and mesh.size(i) > 1}
+            if C.distributed.splits_by_coordinate(p) and mesh.size(i) > 1}
     axes = [range(mesh.size(d)) if d in dims else (0,) for d in range(mesh.ndim)]
     coordinates = list(itertools.product(*axes))
     if len(coordinates) > EVERY_COORDINATE_LIMIT:
@@ -179,9 +180,9 @@ def _trace_as_every_coordinate(tx: Any, op: Callable[..., Any], what: str, tenso
 
 def _run_as(tx: Any, op: Callable[..., Any], what: str, value: Any, mesh: Any, coordinate: tuple, count: int) -> Any:
     try:
-        with C.as_coordinate(mesh, coordinate):
-            return C.run_on_fakes(tx, op, value)
-    except C.Unsupported:
+        with C.distributed.as_coordinate(mesh, coordinate):
+            return C.dynamo.run_on_fakes(tx, op, value)
+    except C.dynamo.Unsupported:
         raise
     except Exception as e:
         graph_break(Break.RANK_DEPENDENT_SIZES, context=what, what=what, count=count,
@@ -195,14 +196,15 @@ def _fold_attribute(tx: Any, value: Any) -> Any:
     is the tracker of that mesh known in this frame; a tuple of placements
     (``placements``) the tuple of their trackers, when every one rebuilds;
     anything else (``_spec``) is left to stock."""
-    if isinstance(value, C.DeviceMesh):
+    if isinstance(value, C.distributed.DeviceMesh):
         return known_meshes(tx).get(id(value))
     if not isinstance(value, (tuple, list)):
         return None
     items = [build(tx, p) for p in value]
-    if any(i is None or i.rebuild is None and not C.is_builtin_placement_type(type(i.value)) for i in items):
+    if any(i is None or i.rebuild is None and not C.distributed.is_builtin_placement_type(type(i.value))
+           for i in items):
         return None
-    return C.make_tuple(items)
+    return C.dynamo.make_tuple(items)
 
 
 # Kind -> the function that answers an attribute row of that kind.
@@ -218,7 +220,7 @@ def var_getattr(tx: Any, self_vt: Any, name: str) -> Any:
     handler = _ATTRIBUTE_HANDLERS.get(member.kind) if member is not None and not member.method else None
     if handler is None or self_vt.source is not None or not _is_dtensor_var(self_vt):
         return None
-    example = C.example_value(self_vt)
+    example = C.dynamo.example_value(self_vt)
     if example is None:
         return None
     return handler(tx, getattr(example, name))
@@ -263,7 +265,7 @@ class DTensorFunctionVariable(ImportableObjectVariable):
         if handled is not None:
             return handled
         # Not foldable: exactly what stock would do with this function.
-        return C.stock_wrap(tx, self.source, self.value).call_function(tx, args, kwargs)
+        return C.stock.stock_wrap(tx, self.source, self.value).call_function(tx, args, kwargs)
 
 
 def _bind(fn: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
@@ -281,7 +283,7 @@ def _from_local(tx: Any, args: list, kwargs: dict) -> Any:
         return None
     local = bound.pop("local_tensor")
     consts = constants_or_none([], bound)
-    if consts is None or not C.is_tensor(local) or _is_dtensor_var(local):
+    if consts is None or not C.dynamo.is_tensor(local) or _is_dtensor_var(local):
         return None
     options = consts[1]
     mesh = options.pop("device_mesh", None)
@@ -316,7 +318,7 @@ def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable
     metadata check across all ranks (as a runtime assertion) and the same
     broadcast of Replicate dims from the first rank of each mesh dim."""
     world = dist.group.WORLD
-    # C.funcol.broadcast takes the source as a rank within the group.
+    # C.distributed.funcol.broadcast takes the source as a rank within the group.
     sources = [(dim, 0) for dim, p in enumerate(placements or []) if p.is_replicate()]
 
     def check(x: Any) -> Any:
@@ -324,8 +326,8 @@ def _run_check(mesh: Any, placements: Any, check_shape_stride: bool) -> Callable
         if check_shape_stride:
             meta.append(zlib.crc32(repr((tuple(x.shape), x.stride())).encode()))
         mine = torch.tensor(meta, dtype=torch.int64, device=mesh.device_type)
-        everyone = C.all_gather_single(mine, 0, world).view(-1, len(meta))
-        C.assert_async(
+        everyone = C.distributed.all_gather_single(mine, 0, world).view(-1, len(meta))
+        C.distributed.assert_async(
             (everyone == mine).all(),
             "Inconsistent tensor metadata (including shape and stride) across ranks.",
         )
@@ -343,7 +345,7 @@ class _BroadcastUnseenByAutograd(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: Any, src: int, group: Any) -> Any:
-        return C.funcol.broadcast(x.contiguous(), src, group)
+        return C.distributed.funcol.broadcast(x.contiguous(), src, group)
 
     @staticmethod
     def backward(ctx: Any, grad: Any) -> Any:
@@ -357,7 +359,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         return None
     tensor = bound.pop("tensor")
     consts = constants_or_none([], bound)
-    if consts is None or not C.is_tensor(tensor) or _is_dtensor_var(tensor):
+    if consts is None or not C.dynamo.is_tensor(tensor) or _is_dtensor_var(tensor):
         return None
     options = consts[1]
     mesh = options.get("device_mesh")
@@ -365,7 +367,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         return None
     if tensor.requires_grad:
         graph_break(Break.DISTRIBUTE_REQUIRES_GRAD, context="distribute_tensor(...)")
-    constrained = _sharded_dims(tensor, options.get("placements")) & set(C.constrained_dims(tx, tensor))
+    constrained = _sharded_dims(tensor, options.get("placements")) & set(C.dynamo.constrained_dims(tx, tensor))
     if constrained:
         graph_break(Break.DISTRIBUTE_CONSTRAINED, context="distribute_tensor(...)",
                     dims=", ".join(map(str, sorted(constrained))))
@@ -379,7 +381,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
         # gives every rank the same data, with collectives that trace.
         t = t.detach()
         for dim, src in sources:
-            t = C.funcol.broadcast(t.contiguous(), src, (mesh, dim))
+            t = C.distributed.funcol.broadcast(t.contiguous(), src, (mesh, dim))
         return distribute_tensor(t, src_data_rank=None, **options)
 
     log.debug("distribute_tensor(%s, src_data_rank=%s) traced with its arguments folded", shown, src_data_rank)
@@ -389,7 +391,7 @@ def _distribute_tensor(tx: Any, args: list, kwargs: dict) -> Any:
 
 def _sharded_dims(tensor: Any, placements: Any) -> set[int]:
     """The tensor dims the placements shard (normalised, as distribute_tensor does)."""
-    ndim = len(C.example_value(tensor).size())
+    ndim = len(C.dynamo.example_value(tensor).size())
     return {p.dim % ndim if ndim else p.dim for p in placements or () if isinstance(p, Shard)}
 
 
@@ -422,6 +424,6 @@ DTENSOR_FUNCTION = declare(TrackedType(
     # Its attributes and methods are read through Dynamo's tensor tracker,
     # which ``_hooks`` sends here (``var_getattr``, ``call_method``).
     members=DTENSOR_MEMBERS,
-    guard=C.guard_identity,
+    guard=C.dynamo.guard_identity,
     rebuild=from_source,
 ))

@@ -20,7 +20,7 @@ def real_value(vt: Any) -> Any:
             return vt.as_python_constant()
         except NotImplementedError:
             return NO_VALUE
-    items = C.list_items(vt)
+    items = C.dynamo.list_items(vt)
     if items is not None:  # a tuple/list of placements, ...
         values = [real_value(i) for i in items]
         if all(v is not NO_VALUE for v in values):
@@ -38,8 +38,8 @@ def as_readable_sequence(tx: Any, vt: Any, what: str) -> Any:
     if real_value(vt) is not NO_VALUE:
         return vt
     try:
-        return C.as_list(tx, vt)
-    except C.Unsupported as e:
+        return C.dynamo.as_list(tx, vt)
+    except C.dynamo.Unsupported as e:
         graph_break(Break.SEQUENCE_NOT_READABLE, context=f"{what}: {type(vt).__name__}", what=what,
                     got=vt.python_type().__name__ if hasattr(vt, "python_type") else "value",
                     reason=str(e).splitlines()[0])

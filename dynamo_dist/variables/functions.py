@@ -170,7 +170,7 @@ def unsupported_call(vt: DistFunctionVariable, tx: Any, member: Member, args: li
 
 def rank_call(vt: DistFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
     """RANK: folded, or a runtime op under ``compile_on_one_rank``."""
-    if not C.compile_on_one_rank():
+    if not C.distributed.compile_on_one_rank():
         return fold_call(vt, tx, member, args, kwargs)
     vt._arguments(tx, args, kwargs)
     group_vt = (args or list(kwargs.values()) or [None])[0]
@@ -234,7 +234,7 @@ def _functions(name: str, objects: Callable[[], dict[Any, str]], members: Member
     """The functions of a table: folded, traced or broken as their rows
     say, each guarded as itself and rebuilt by import."""
     return TrackedType(name=name, python_type=_CALLABLE_TYPES, objects=objects, tracker=DistFunctionVariable,
-                       members=members, guard=C.guard_identity, rebuild=by_import)
+                       members=members, guard=C.dynamo.guard_identity, rebuild=by_import)
 
 
 DIST_FUNCTION = declare(_functions("torch.distributed function", user_functions, DIST_FUNCTIONS))

@@ -44,7 +44,7 @@ def var_getattr(tx: Any, tensor: Any, name: str) -> Any:
         return None
     history = getattr(tensor, "has_grad_fn", False)
     if tensor.source is not None:
-        C.guard_predicate(tensor.source, has_grad_fn, grad_fn_check,
+        C.dynamo.guard_predicate(tensor.source, has_grad_fn, grad_fn_check,
                           f"dynamo_dist: `{tensor.source.name}.grad_fn` is {'not ' if history else ''}None")
     return GradFnVariable(tensor) if history else None
 
@@ -58,7 +58,7 @@ def grad_fn_check(expected: bool) -> Callable[[Any], bool]:
     return lambda t: (t.grad_fn is not None) is expected
 
 
-class GradFnVariable(C.Tracker):
+class GradFnVariable(C.slots.Tracker):
     """The autograd node of a tensor computed in the frame: known to exist,
     not known which."""
 
@@ -90,7 +90,7 @@ class GradFnVariable(C.Tracker):
         return f"GradFnVariable({self.tensor})"
 
     def vt_bool(self, tx: Any) -> Any:
-        return C.constant(True)
+        return C.dynamo.constant(True)
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         self._needs_the_node(f"`.grad_fn.{name}`")
@@ -111,4 +111,4 @@ class GradFnVariable(C.Tracker):
 
     def reconstruct(self, codegen: Any) -> None:
         # Read again from the tensor (a graph output) at run time.
-        C.emit_call_import(codegen, "builtins", "getattr", (self.tensor, "grad_fn"))
+        C.dynamo.emit_call_import(codegen, "builtins", "getattr", (self.tensor, "grad_fn"))

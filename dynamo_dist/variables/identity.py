@@ -46,8 +46,8 @@ def identity_of(vt: Any) -> Identity:
     if own is not None:
         return own()
     # Stock trackers: a class or a constant is guarded as itself.
-    value = C.known_value(vt)
-    if isinstance(value, type) or C.is_literal(value):
+    value = C.dynamo.known_value(vt)
+    if isinstance(value, type) or C.dynamo.is_literal(value):
         return Identity.PINNED
     return Identity.BY_VALUE
 
@@ -89,8 +89,8 @@ def fold_is(left: Any, right: Any) -> bool | None:
         known_with = getattr(side, "identity_known_with", None)
         if known_with is not None and not known_with(other):
             graph_break(Break.IDENTITY_UNKNOWN, context=f"{left} is {right}")
-    lv, rv = C.known_value(left), C.known_value(right)
-    if lv is C.NO_KNOWN_VALUE or rv is C.NO_KNOWN_VALUE:
+    lv, rv = C.dynamo.known_value(left), C.dynamo.known_value(right)
+    if lv is C.dynamo.NO_KNOWN_VALUE or rv is C.dynamo.NO_KNOWN_VALUE:
         return None
     same = lv is rv
     kinds = {identity_of(left), identity_of(right)}
@@ -105,15 +105,15 @@ def fold_is(left: Any, right: Any) -> bool | None:
         return same
     if left.source is not None and right.source is not None:
         log.debug("guard: `%s` %s `%s`", left.source.name, "is" if same else "is not", right.source.name)
-        C.guard_same_object(left.source, right.source, same)
+        C.dynamo.guard_same_object(left.source, right.source, same)
         return same
     for side, root in zip((left, right), roots):
         if identity_of(side) is not Identity.PINNED:
-            C.guard_identity(root)
+            C.dynamo.guard_identity(root)
     return same
 
 
 def fold_is_tracker(left: Any, right: Any) -> Any:
     """``fold_is`` as a constant tracker (None when it does not answer)."""
     same = fold_is(left, right)
-    return None if same is None else C.constant(same)
+    return None if same is None else C.dynamo.constant(same)

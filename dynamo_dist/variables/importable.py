@@ -9,7 +9,7 @@ from .. import tracked_types
 from .identity import Identity
 
 
-class ImportableObjectVariable(C.ValueTracker):
+class ImportableObjectVariable(C.slots.ValueTracker):
     """A module-level class or function of torch.distributed (``Shard``,
     ``dist.get_rank``): a constant, compared by identity, rebuilt as its type
     declares (by import)."""
@@ -32,11 +32,11 @@ class ImportableObjectVariable(C.ValueTracker):
     def vt_richcompare(self, tx: Any, other: Any, op: str) -> Any:
         if op in ("__eq__", "__ne__") and other.is_python_constant():
             eq = self.value is other.as_python_constant()
-            return C.constant(eq if op == "__eq__" else not eq)
-        return C.constant(NotImplemented)
+            return C.dynamo.constant(eq if op == "__eq__" else not eq)
+        return C.dynamo.constant(NotImplemented)
 
     def vt_hasattr(self, tx: Any, name: str) -> Any:
-        return C.constant(hasattr(self.value, name))
+        return C.dynamo.constant(hasattr(self.value, name))
 
     def reconstruct(self, codegen: Any) -> None:
         # As its type declares (by import, or from its source).

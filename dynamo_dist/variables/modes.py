@@ -85,7 +85,7 @@ def mode_switch(vt: DTensorModeVariable, tx: Any, member: Member, args: list, kw
     return DTensorSwitchVariable(vt.value)
 
 
-class DTensorSwitchVariable(C.ContextWrappingVariable):
+class DTensorSwitchVariable(C.dynamo.ContextWrappingVariable):
     """``with implicit_replication():`` as the switch it turns on: on at
     enter, its value before restored at exit, at trace time and in the graph
     (the value the switch had where the graph entered the block, read by the
@@ -93,7 +93,7 @@ class DTensorSwitchVariable(C.ContextWrappingVariable):
     ``implicit_replication()`` made again where a break resumes inside the
     block."""
 
-    _nonvar_fields = {"fn", "before", "before_node", *C.ContextWrappingVariable._nonvar_fields}
+    _nonvar_fields = {"fn", "before", "before_node", *C.dynamo.ContextWrappingVariable._nonvar_fields}
 
     def __init__(self, fn: Any, **rest: Any) -> None:
         super().__init__(target_values=None, **rest)
@@ -103,16 +103,16 @@ class DTensorSwitchVariable(C.ContextWrappingVariable):
         # The nodes whatever the switch is now: the graph may run where it is off.
         get, set_ = C.distributed.implicit_replication_switch()
         self.before = get()
-        self.before_node = C.graph_state_call(tx, get)
-        C.graph_state_call(tx, set_, True)
+        self.before_node = C.dynamo.graph_state_call(tx, get)
+        C.dynamo.graph_state_call(tx, set_, True)
         set_(True)
         self.set_cleanup_hook(tx, lambda: self._restore(tx))
-        return C.constant(None)
+        return C.dynamo.constant(None)
 
     def _restore(self, tx: Any) -> None:
         if self.before_node is not None:
             set_ = C.distributed.implicit_replication_switch()[1]
-            C.graph_state_call(tx, set_, self.before_node)
+            C.dynamo.graph_state_call(tx, set_, self.before_node)
             set_(self.before)
             self.before_node = None
 
@@ -123,7 +123,7 @@ class DTensorSwitchVariable(C.ContextWrappingVariable):
         return self.fn.__name__
 
     def reconstruct(self, codegen: Any) -> None:
-        C.emit_call_import(codegen, self.fn.__module__, self.fn.__name__)
+        C.dynamo.emit_call_import(codegen, self.fn.__module__, self.fn.__name__)
 
     def python_type(self) -> type:
         return contextlib.AbstractContextManager
@@ -166,4 +166,4 @@ DTENSOR_MODES.require_handlers(DTensorModeVariable.KIND_HANDLERS, "DTensorModeVa
 
 DTENSOR_MODE = declare(TrackedType(
     name="DTensor mode", python_type=types.FunctionType, objects=mode_functions,
-    tracker=DTensorModeVariable, members=DTENSOR_MODES, guard=C.guard_identity, rebuild=by_import))
+    tracker=DTensorModeVariable, members=DTENSOR_MODES, guard=C.dynamo.guard_identity, rebuild=by_import))

@@ -4,7 +4,7 @@ and ``isinstance`` trace), and two declarations: built-in placements
 (``BUILTIN_PLACEMENT``) and users' (``USER_PLACEMENT``).
 
 Which placements are built in, and the fields that rebuild and guard them,
-is one table: ``_compat.BUILTIN_PLACEMENTS``.
+is one table: ``_compat.distributed.BUILTIN_PLACEMENTS``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ PLACEMENT_MEMBERS = MemberTable("Placement", {
 })
 
 # Kept importable from here (callers outside the core use these names).
-constructor_call = C.constructor_call
-is_builtin_placement_type = C.is_builtin_placement_type
+constructor_call = C.distributed.constructor_call
+is_builtin_placement_type = C.distributed.is_builtin_placement_type
 
 
 class PlacementVariable(DistObjectVariable):
@@ -67,14 +67,14 @@ class PlacementVariable(DistObjectVariable):
         # inlined (so they fold through our members); plain instance attributes
         # fold (the placement guard pins equality).
         cls = type(self.value)
-        if not C.is_builtin_placement_type(cls):
+        if not C.distributed.is_builtin_placement_type(cls):
             fn = inspect.getattr_static(cls, name, None)
             owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
-            if inspect.isfunction(fn) and owner is not None and not C.is_builtin_placement_type(owner):
+            if inspect.isfunction(fn) and owner is not None and not C.distributed.is_builtin_placement_type(owner):
                 if call is None:
-                    return C.user_method(fn, self)
+                    return C.dynamo.user_method(fn, self)
                 args, kwargs = call
-                return C.inline_call(tx, fn, [self, *args], kwargs)
+                return C.dynamo.inline_call(tx, fn, [self, *args], kwargs)
             if call is None and name in getattr(self.value, "__dict__", {}):
                 return self.evaluate(tx, name, False, [], {})
         return super().unknown_member(tx, name, call)
@@ -86,9 +86,9 @@ class PlacementClassVariable(DistClassVariable):
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         value = getattr(self.value, name, None)
-        if C.is_literal(value):
-            return C.constant(value)
-        return C.base_slot(PlacementClassVariable, self, "vt_getattr")(tx, name)
+        if C.dynamo.is_literal(value):
+            return C.dynamo.constant(value)
+        return C.slots.base_slot(PlacementClassVariable, self, "vt_getattr")(tx, name)
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         cls = self.value
@@ -119,12 +119,12 @@ def by_constructor(vt: PlacementVariable, codegen: Any) -> None:
     are literals; else its recipe, if it has one."""
     cls = type(vt.value)
     try:
-        args, kwargs = C.constructor_call(vt.value)
-        if not all(C.is_literal(v) for v in (*args, *kwargs.values())):
+        args, kwargs = C.distributed.constructor_call(vt.value)
+        if not all(C.dynamo.is_literal(v) for v in (*args, *kwargs.values())):
             raise TypeError("non-literal constructor argument")
     except Exception:
         return replay_derivation(vt, codegen)
-    C.emit_call_import(codegen, cls.__module__, cls.__qualname__, args, kwargs)
+    C.dynamo.emit_call_import(codegen, cls.__module__, cls.__qualname__, args, kwargs)
 
 
 def by_recipe_or_constructor(vt: PlacementVariable, codegen: Any) -> None:
@@ -142,13 +142,13 @@ def builtin_placement(value: Any, source: Any = None, rebuild: Any = None) -> Pl
 
 
 def is_user_placement_type(cls: type) -> bool:
-    return not C.is_builtin_placement_type(cls)
+    return not C.distributed.is_builtin_placement_type(cls)
 
 
 BUILTIN_PLACEMENT = declare(TrackedType(
     name="built-in placement",
-    python_type=C.Placement,
-    kind=C.is_builtin_placement_type,
+    python_type=C.distributed.Placement,
+    kind=C.distributed.is_builtin_placement_type,
     tracker=builtin_placement,
     members=PLACEMENT_MEMBERS,
     # Exact type and the fields that define it, C++ guards only
@@ -157,14 +157,14 @@ BUILTIN_PLACEMENT = declare(TrackedType(
     # Its class and constructor call.
     key_identity=keys.placement_key_identity,
     rebuild=by_constructor,
-    fast_types=C.PLACEMENT_TYPES,
+    fast_types=C.distributed.PLACEMENT_TYPES,
     sourceless=True,
     class_tracker=PlacementClassVariable,
 ))
 
 USER_PLACEMENT = declare(TrackedType(
     name="user placement",
-    python_type=C.Placement,
+    python_type=C.distributed.Placement,
     kind=is_user_placement_type,
     tracker=PlacementVariable,
     members=PLACEMENT_MEMBERS,

@@ -57,7 +57,7 @@ PROCESS_GROUP_MEMBERS.require_named_handlers(C.c10d.GROUP_METHOD_FORMS, "_compat
                                              rows=lambda name, member: member.kind is Kind.COLLECTIVE)
 
 
-class WorldHolderVariable(C.ValueTracker):
+class WorldHolderVariable(C.slots.ValueTracker):
     """``dist.group`` / ``dist.GroupMember`` on 2.11 / 2.12: its ``WORLD`` is
     read at its source, so the group is identity-guarded there and reloads
     from it (stock's tracker drops the source: ``pg is dist.group.WORLD`` and
@@ -65,8 +65,8 @@ class WorldHolderVariable(C.ValueTracker):
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         if name == "WORLD":
-            return C.wrap_sourced(tx, C.attr_source(self.source, name), self.value.WORLD)
-        return C.slot_method(C.stock_wrap(tx, self.source, self.value), "vt_getattr")(tx, name)
+            return C.dynamo.wrap_sourced(tx, C.dynamo.attr_source(self.source, name), self.value.WORLD)
+        return C.slots.slot_method(C.stock.stock_wrap(tx, self.source, self.value), "vt_getattr")(tx, name)
 
     def identity(self) -> Identity:
         return Identity.PINNED  # identity-guarded at its source
@@ -103,13 +103,13 @@ def runtime_group_rank(tx: Any, group: ProcessGroupVariable) -> Any:
     every rank; a free-standing group can only use its own member list."""
     if group.mesh_dim is not None:
         mesh, index = group.mesh_dim
-        return runtime_coordinate(tx, C.mesh_full_tensor_list(mesh), index)
+        return runtime_coordinate(tx, C.distributed.mesh_full_tensor_list(mesh), index)
     return runtime_rank_in(tx, dist.get_process_group_ranks(group.value))
 
 
 PROCESS_GROUP = declare(TrackedType(
     name="ProcessGroup",
-    python_type=C.ProcessGroup,
+    python_type=C.distributed.ProcessGroup,
     tracker=ProcessGroupVariable,
     members=PROCESS_GROUP_MEMBERS,
     # Identity (C++ ID_MATCH): a different group recompiles.
@@ -124,15 +124,15 @@ PROCESS_GROUP = declare(TrackedType(
     on_cache_load=keys.saved_group_here,
     # A mesh dim's group: replayed on its mesh (``mesh.get_group(1)``).
     rebuild=replay_derivation,
-    fast_types=(C.ProcessGroup,),
+    fast_types=(C.distributed.ProcessGroup,),
     sourceless=True,
     class_tracker=DistClassVariable,
 ))
 
-if C.STOCK_TRACKS_WORLD_HOLDERS:  # where stock has a tracker of its own for them
+if C.distributed.STOCK_TRACKS_WORLD_HOLDERS:  # where stock has a tracker of its own for them
     WORLD_HOLDER = declare(TrackedType(
         name="dist.group / dist.GroupMember",
-        python_type=C.WORLD_HOLDER_TYPE,
+        python_type=C.distributed.WORLD_HOLDER_TYPE,
         # Only as read from a source, with no guard of its own: its ``WORLD``
         # is identity-guarded where it is read, and reloads from it.
         tracker=WorldHolderVariable,

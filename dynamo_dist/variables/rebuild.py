@@ -41,7 +41,7 @@ class GetAttr(_Replayed):
         return (self.TAG, self.name)
 
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
-        return C.slot_method(vt, "vt_getattr")(tx, self.name)
+        return C.slots.slot_method(vt, "vt_getattr")(tx, self.name)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class CallMethod(_Replayed):
 
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
         return vt.call_method(
-            tx, self.name, [C.constant(a) for a in self.args], {k: C.constant(v) for k, v in self.kwargs}
+            tx, self.name, [C.dynamo.constant(a) for a in self.args], {k: C.dynamo.constant(v) for k, v in self.kwargs}
         )
 
 
@@ -81,7 +81,7 @@ class GetItem(_Replayed):
         return (self.TAG, self.index)
 
     def apply_to_tracker(self, tx: Any, vt: Any) -> Any:
-        return vt.call_method(tx, "__getitem__", [C.constant(self.index)], {})
+        return vt.call_method(tx, "__getitem__", [C.dynamo.constant(self.index)], {})
 
 
 Step = GetAttr | CallMethod | GetItem
@@ -91,7 +91,7 @@ _REPLAY = {cls.TAG: cls.replay for cls in STEPS}
 
 # Run as plain Python: Dynamo must not compile the torch.distributed frames a
 # replay calls (DeviceMesh.get_group ...) as frames of their own.
-@C.dynamo_disable
+@C.dynamo.dynamo_disable
 def apply_steps(obj: Any, steps: tuple) -> Any:
     """Replay steps given as data (``Step.as_data()``) on ``obj``. Called
     from bytecode to rebuild a submesh or group from its parent."""
@@ -113,7 +113,7 @@ class Rebuild:
         return Rebuild(self.root, self.steps + (step,))
 
     def __call__(self, codegen: Any) -> None:
-        C.emit_call_import(codegen, __name__, "apply_steps",
+        C.dynamo.emit_call_import(codegen, __name__, "apply_steps",
                            (self.root, tuple(s.as_data() for s in self.steps)))
 
 
@@ -139,7 +139,7 @@ def replay_derivation(vt: Any, codegen: Any) -> None:
 
 def by_import(vt: Any, codegen: Any) -> None:
     """A module-level function or class: imported by its qualified name."""
-    C.emit_import(codegen, vt.value.__module__, vt.value.__qualname__)
+    C.dynamo.emit_import(codegen, vt.value.__module__, vt.value.__qualname__)
 
 
 def from_source(vt: Any, codegen: Any) -> None:

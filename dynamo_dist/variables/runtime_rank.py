@@ -17,15 +17,15 @@ from .. import _compat as C
 
 def _coordinate_at_runtime(full_mesh: tuple, index: int) -> Any:
     rank_table = torch.tensor(full_mesh, dtype=torch.int)
-    return C.runtime_coordinate_op()(rank_table, index)
+    return C.distributed.runtime_coordinate_op()(rank_table, index)
 
 
 def runtime_coordinate(tx: Any, full_mesh: list, index: int) -> Any:
     """A SymInt in the graph: this rank's coordinate along ``index`` of the
     (batch, *shape) rank table ``full_mesh``."""
-    C.runtime_coordinate_op()  # make sure the op is registered before tracing
-    return C.inline_call(
-        tx, _coordinate_at_runtime, [C.constant(_to_tuple(full_mesh)), C.constant(index)], {}
+    C.distributed.runtime_coordinate_op()  # make sure the op is registered before tracing
+    return C.dynamo.inline_call(
+        tx, _coordinate_at_runtime, [C.dynamo.constant(_to_tuple(full_mesh)), C.dynamo.constant(index)], {}
     )
 
 
@@ -44,4 +44,4 @@ def _int_tensor(values: tuple) -> Any:
 
 def tensor_in_graph(tx: Any, values: list) -> Any:
     """``torch.tensor(values)`` as a graph op (values are trace-time constants)."""
-    return C.inline_call(tx, _int_tensor, [C.constant(_to_tuple(values))], {})
+    return C.dynamo.inline_call(tx, _int_tensor, [C.dynamo.constant(_to_tuple(values))], {})

@@ -69,7 +69,7 @@ TORCH_FUNCTION_DISPATCH = MemberTable("torch.overrides", {
 
 # -- the checker ----------------------------------------------------------------------
 
-class SpmdCheckerVariable(C.TorchFunctionModeVariable):
+class SpmdCheckerVariable(C.dynamo.TorchFunctionModeVariable):
     """The checker on the frame's mode stack: a torch call dispatched to it is
     traced as with the checker off, then checked by the checker's own rule."""
 
@@ -82,21 +82,21 @@ class SpmdCheckerVariable(C.TorchFunctionModeVariable):
         state = spmd_run.frame_state(tx)
         checking = (state.checking and not spmd_run.paused_by_frames(tx)
                     and not spmd_run.inside_applied_function(tx))
-        if checking and applied is None and C.is_activation_checkpoint(C.known_value(fn)):
+        if checking and applied is None and C.dynamo.is_activation_checkpoint(C.dynamo.known_value(fn)):
             # Eager's checker never sees the checkpointed block as one call: the
             # block's function runs under it, each operation checked. So its body
             # is traced with the checker on, each operation checked as it is
             # traced (the same graph); its outputs share their fake values with
             # the operator's, so they leave with the types the body gave them.
-            with C.mode_pushed(tx, self):
-                return C.call_operator_undispatched(tx, fn, args, kwargs)
+            with C.dynamo.mode_pushed(tx, self):
+                return C.dynamo.call_operator_undispatched(tx, fn, args, kwargs)
         result = _erased(tx, fn, applied, args, kwargs)  # what eager computes: the graph with the checker off
         if checking:
             func = None if applied is None else S.bound_apply(applied)
             try:
                 spmd_run.check(tx, self.value, fn, types, args, kwargs, result, func=func)
             except spmd_run.CannotRun as e:
-                what = f"checker on `{_name(C.known_value(fn) if func is None else func)}`"
+                what = f"checker on `{_name(C.dynamo.known_value(fn) if func is None else func)}`"
                 graph_break(Break.SPMD_NOT_RUN, context=what, what=what, why=str(e))
         return result
 
@@ -111,7 +111,7 @@ def checked_apply(tx: Any, fn_cls: type, args: list, kwargs: dict) -> Any:
     checker = _checker_on_top(tx)
     if checker is None or spmd_run.inside_applied_function(tx):
         return None
-    if not any(C.is_tensor(v) for v in (*args, *kwargs.values())):
+    if not any(C.dynamo.is_tensor(v) for v in (*args, *kwargs.values())):
         return None
     return checker.dispatch(tx, None, fn_cls, None, list(args), kwargs)
 
@@ -126,22 +126,22 @@ def _erased(tx: Any, fn: Any, applied: type | None, args: list, kwargs: dict) ->
     mode stack (or its ``typecheck_forward`` instead)."""
     if applied is not None:
         with spmd_run.applying_function(tx):
-            return C.call_autograd_apply(tx, applied, args, kwargs)
-    behind = C.operator_behind(tx, C.known_value(fn))
+            return C.dynamo.call_autograd_apply(tx, applied, args, kwargs)
+    behind = C.dynamo.operator_behind(tx, C.dynamo.known_value(fn))
     if behind is None:
         return fn.call_function(tx, args, kwargs)
     op, swapped = behind
-    return C.call_builtin(tx, op, args[::-1] if swapped and len(args) == 2 else args, kwargs)
+    return C.dynamo.call_builtin(tx, op, args[::-1] if swapped and len(args) == 2 else args, kwargs)
 
 
 def _applied_function(fn: Any) -> type | None:
     """The ``autograd.Function`` whose ``apply`` ``fn`` is: bound in the
     program, or bound by the checker's ``apply`` descriptor (which Dynamo
     keeps as the descriptor and the class)."""
-    bound = C.bound_descriptor(fn)
+    bound = C.dynamo.bound_descriptor(fn)
     if bound is not None and S.is_apply_descriptor(bound[0]) and isinstance(bound[1], type):
         return bound[1]
-    return S.autograd_apply_class(C.known_value(fn))
+    return S.autograd_apply_class(C.dynamo.known_value(fn))
 
 
 def _name(value: Any) -> str:
@@ -153,7 +153,7 @@ def checker_tracker(value: Any, source: Any = None) -> SpmdCheckerVariable:
 
 
 def _checker_on_top(tx: Any) -> Any:
-    top = C.top_mode_tracker(tx)
+    top = C.dynamo.top_mode_tracker(tx)
     return top if isinstance(top, SpmdCheckerVariable) else None
 
 
@@ -174,7 +174,7 @@ def types_call(vt: SpmdFunctionVariable, tx: Any, member: Member, args: list, kw
 
 def body_call(vt: SpmdFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
     """BODY: traced as the function its traceback-filtering wrapper calls."""
-    return C.inline_call(tx, S.unwrapped(vt.value), args, kwargs)
+    return C.dynamo.inline_call(tx, S.unwrapped(vt.value), args, kwargs)
 
 
 def context_call(vt: SpmdFunctionVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
@@ -207,14 +207,14 @@ class SpmdFunctionVariable(ImportableObjectVariable):
 SPMD_FUNCTIONS.require_handlers(SpmdFunctionVariable.KIND_HANDLERS, "SpmdFunctionVariable.KIND_HANDLERS")
 
 
-class SpmdContextVariable(C.ContextWrappingVariable):
+class SpmdContextVariable(C.dynamo.ContextWrappingVariable):
     """``with spmd.no_typecheck():`` (``local()``, ``set_current_mesh(...)``,
     ``typecheck(...)`` under a current checker): the context manager itself,
     entered and exited at trace time on the frame's spmd_types state. At a
     graph break inside the block the resumed code enters it again, made by
     the same call."""
 
-    _nonvar_fields = {"fn", "name", "cm", *C.ContextWrappingVariable._nonvar_fields}
+    _nonvar_fields = {"fn", "name", "cm", *C.dynamo.ContextWrappingVariable._nonvar_fields}
 
     def __init__(self, fn: Any, name: str, args: list, kwargs: dict, **rest: Any) -> None:
         super().__init__(target_values=None, **rest)
@@ -240,17 +240,17 @@ class SpmdContextVariable(C.ContextWrappingVariable):
                 self.cm.__enter__()
         except Exception as e:
             spmd_run.raise_in_program(tx, e)
-        return C.constant(None)
+        return C.dynamo.constant(None)
 
     def exit(self, tx: Any, *args: Any) -> Any:
         cm, self.cm = self.cm, None
         if cm is not None:
             with spmd_run.running(tx):
                 cm.__exit__(None, None, None)
-        return C.constant(None)
+        return C.dynamo.constant(None)
 
     def reconstruct(self, codegen: Any) -> None:
-        C.emit_call_import(codegen, self.fn.__module__, self.fn.__name__, tuple(self.args), self.kwargs)
+        C.dynamo.emit_call_import(codegen, self.fn.__module__, self.fn.__name__, tuple(self.args), self.kwargs)
 
     def supports_graph_breaks(self) -> bool:
         return True
@@ -268,7 +268,7 @@ def tf_query(vt: TorchFunctionDispatchVariable, tx: Any, member: Member, args: l
     """TF_QUERY: True under the checker (a mode is on), as eager answers."""
     if _checker_on_top(tx) is None:
         return vt.stock(tx).call_function(tx, args, kwargs)
-    return C.constant(not C.consume_skip_next(tx))
+    return C.dynamo.constant(not C.dynamo.consume_skip_next(tx))
 
 
 def tf_handler(vt: TorchFunctionDispatchVariable, tx: Any, member: Member, args: list, kwargs: dict) -> Any:
@@ -276,11 +276,12 @@ def tf_handler(vt: TorchFunctionDispatchVariable, tx: Any, member: Member, args:
     **kwargs)`` dispatches to the checker with the public API, as in eager
     (with the checker popped for the call). Tensor subclasses with their own
     ``__torch_function__`` among the arguments: stock's handling."""
-    if _checker_on_top(tx) is None or len(args) < 2 or C.list_items(args[1]) is None or any(
-            not C.is_tensor(a) and C.known_value(a) is C.NO_KNOWN_VALUE for a in C.list_items(args[1])):
+    if _checker_on_top(tx) is None or len(args) < 2 or C.dynamo.list_items(args[1]) is None or any(
+            not C.dynamo.is_tensor(a) and C.dynamo.known_value(a) is C.dynamo.NO_KNOWN_VALUE
+            for a in C.dynamo.list_items(args[1])):
         return vt.stock(tx).call_function(tx, args, kwargs)
     public_api, _, *rest = args
-    return C.dispatch_to_mode(tx, public_api, C.make_tuple([]), rest, kwargs)
+    return C.dynamo.dispatch_to_mode(tx, public_api, C.dynamo.make_tuple([]), rest, kwargs)
 
 
 class TorchFunctionDispatchVariable(ImportableObjectVariable):
@@ -295,7 +296,9 @@ class TorchFunctionDispatchVariable(ImportableObjectVariable):
         self.name = name
 
     def stock(self, tx: Any) -> Any:
-        return C.stock_wrap(tx, self.source, self.value) if self.source is not None else C.stock_create(tx, self.value)
+        if self.source is not None:
+            return C.stock.stock_wrap(tx, self.source, self.value)
+        return C.stock.stock_create(tx, self.value)
 
     def call_function(self, tx: Any, args: list, kwargs: dict) -> Any:
         member = TORCH_FUNCTION_DISPATCH[self.name]
@@ -312,8 +315,8 @@ _DISPATCH_FUNCTIONS = {getattr(torch.overrides, name): name for name in TORCH_FU
 def dispatch_functions() -> dict[Any, str]:
     """torch.overrides' dispatch functions, tracked while the frame being
     traced runs under spmd_types' checker (stock's own everywhere else)."""
-    tx = C.tracing_tx() if S.facts() is not None else None
-    if tx is None or not any(S.is_checker_class(type(m)) for m in C.frame_modes(tx)):
+    tx = C.dynamo.tracing_tx() if S.facts() is not None else None
+    if tx is None or not any(S.is_checker_class(type(m)) for m in C.dynamo.frame_modes(tx)):
         return {}
     return _DISPATCH_FUNCTIONS
 
@@ -326,7 +329,7 @@ def spmd_functions() -> dict[Any, str]:
 
 # -- spmd_types' values ----------------------------------------------------------------------
 
-class SpmdValueVariable(C.ValueTracker):
+class SpmdValueVariable(C.slots.ValueTracker):
     """An immutable spmd_types value (a ``MeshAxis``, a ``PartitionSpec``):
     a constant, whose members are answered by the real value, rebuilt in
     bytecode from its plain data."""
@@ -344,30 +347,31 @@ class SpmdValueVariable(C.ValueTracker):
         return hash(self.value), False
 
     def vt_richcompare(self, tx: Any, other: Any, op: str) -> Any:
-        other_value = C.known_value(other)
-        if other_value is C.NO_KNOWN_VALUE:
-            return C.constant(NotImplemented)
-        return C.constant(getattr(self.value, op)(other_value))
+        other_value = C.dynamo.known_value(other)
+        if other_value is C.dynamo.NO_KNOWN_VALUE:
+            return C.dynamo.constant(NotImplemented)
+        return C.dynamo.constant(getattr(self.value, op)(other_value))
 
     def vt_repr(self, tx: Any) -> Any:
-        return C.constant(repr(self.value))
+        return C.dynamo.constant(repr(self.value))
 
     def vt_str(self, tx: Any) -> Any:
-        return C.constant(str(self.value))
+        return C.dynamo.constant(str(self.value))
 
     def vt_hasattr(self, tx: Any, name: str) -> Any:
-        return C.constant(hasattr(self.value, name))
+        return C.dynamo.constant(hasattr(self.value, name))
 
     def vt_bool(self, tx: Any) -> Any:
-        return C.constant(bool(self.value))
+        return C.dynamo.constant(bool(self.value))
 
     def vt_getattr(self, tx: Any, name: str) -> Any:
         if not hasattr(self.value, name):
-            C.raise_observed(AttributeError, tx, [f"'{type(self.value).__name__}' object has no attribute '{name}'"])
+            C.dynamo.raise_observed(AttributeError, tx,
+                                    [f"'{type(self.value).__name__}' object has no attribute '{name}'"])
         attr = getattr(self.value, name)
         if callable(attr) and not isinstance(attr, type):
-            return C.method_of(self, name)
-        return C.build_value(tx, attr)
+            return C.dynamo.method_of(self, name)
+        return C.dynamo.build_value(tx, attr)
 
     def call_method(self, tx: Any, name: str, args: list, kwargs: dict) -> Any:
         try:
@@ -377,7 +381,7 @@ class SpmdValueVariable(C.ValueTracker):
             graph_break(Break.SPMD_NOT_RUN, context=what, what=what, why=str(e))
 
     def reconstruct(self, codegen: Any) -> None:
-        C.emit_call_import(codegen, S.__name__, "value_from_data", (S.value_data(self.value),))
+        C.dynamo.emit_call_import(codegen, S.__name__, "value_from_data", (S.value_data(self.value),))
 
 
 def value_tracker(value: Any, source: Any = None, rebuild: Any = None) -> SpmdValueVariable:
@@ -386,7 +390,7 @@ def value_tracker(value: Any, source: Any = None, rebuild: Any = None) -> SpmdVa
 
 def install_value_guard(source: Any, value: Any) -> None:
     """A sourced axis or PartitionSpec: equal by value (its plain data)."""
-    C.guard_predicate(source, S.value_data, _same_value_check, f"dynamo_dist: `{source.name}` == {value!r}")
+    C.dynamo.guard_predicate(source, S.value_data, _same_value_check, f"dynamo_dist: `{source.name}` == {value!r}")
 
 
 def _same_value_check(data: tuple) -> Callable[[Any], bool]:
@@ -406,9 +410,9 @@ SPMD_CHECKER = declare(TrackedType(
     tracker=checker_tracker))
 SPMD_FUNCTION = declare(TrackedType(
     name="spmd_types function", python_type=types.FunctionType, objects=spmd_functions,
-    tracker=SpmdFunctionVariable, members=SPMD_FUNCTIONS, guard=C.guard_identity, rebuild=by_import))
+    tracker=SpmdFunctionVariable, members=SPMD_FUNCTIONS, guard=C.dynamo.guard_identity, rebuild=by_import))
 TORCH_FUNCTION_DISPATCH_FUNCTION = declare(TrackedType(
     name="torch.overrides dispatch function", python_type=(types.BuiltinFunctionType, types.FunctionType),
     objects=dispatch_functions, tracker=TorchFunctionDispatchVariable, members=TORCH_FUNCTION_DISPATCH,
-    guard=C.guard_identity, rebuild=by_import))
+    guard=C.dynamo.guard_identity, rebuild=by_import))
 S.on_loaded("values", _declare_values)

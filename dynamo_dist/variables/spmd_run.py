@@ -49,7 +49,7 @@ class CannotRun(Exception):
 def frame_state(tx: Any) -> S.State:
     """The frame's spmd_types state now: the thread's when the frame was
     called (guarded the first time it is read), as the frame changed it since."""
-    fs = C.frame_state(tx, "spmd")
+    fs = C.dynamo.frame_state(tx, "spmd")
     if "state" not in fs:
         fs["state"] = S.capture()
         install_state_guard(tx)
@@ -57,13 +57,13 @@ def frame_state(tx: Any) -> S.State:
 
 
 def set_frame_state(tx: Any, state: S.State) -> None:
-    C.frame_state(tx, "spmd")["state"] = state
+    C.dynamo.frame_state(tx, "spmd")["state"] = state
 
 
 def note_checker(tx: Any) -> None:
     """The frame runs under the checker: its graphs run with the checker
     off the mode stack (``runtime``), since it checked them here."""
-    C.frame_state(tx, "spmd")["checker"] = True
+    C.dynamo.frame_state(tx, "spmd")["checker"] = True
 
 
 def frame_has_checker(output_graph: Any) -> bool:
@@ -77,13 +77,13 @@ def paused_by_frames(tx: Any) -> bool:
     codes = S.no_typecheck_codes()
     if not codes:
         return False
-    return any(code in codes for code in C.frame_codes(tx)) or S.callers_pause_checking()
+    return any(code in codes for code in C.dynamo.frame_codes(tx)) or S.callers_pause_checking()
 
 
 @contextlib.contextmanager
 def applying_function(tx: Any) -> Iterator[None]:
     """The block traces an ``autograd.Function``'s apply under the checker."""
-    fs = C.frame_state(tx, "spmd")
+    fs = C.dynamo.frame_state(tx, "spmd")
     fs["applying"] = fs.get("applying", 0) + 1
     try:
         yield
@@ -94,7 +94,7 @@ def applying_function(tx: Any) -> Iterator[None]:
 def inside_applied_function(tx: Any) -> bool:
     """Tracing inside an applied Function's forward, which eager's checker
     does not see (it runs the Function off the mode stack)."""
-    return C.frame_state(tx, "spmd").get("applying", 0) > 0
+    return C.dynamo.frame_state(tx, "spmd").get("applying", 0) > 0
 
 
 @contextlib.contextmanager
@@ -134,30 +134,30 @@ class StandIns:
     # -- trackers -> values --------------------------------------------------
     def real(self, vt: Any) -> Any:
         """The value spmd_types' code gets for a tracker."""
-        if C.is_tensor(vt):
+        if C.dynamo.is_tensor(vt):
             return self.tensor(vt)
-        items = C.list_items(vt)
+        items = C.dynamo.list_items(vt)
         if items is not None:
             values = [self.real(i) for i in items]
             return values if vt.python_type() is list else tuple(values)
-        pairs = C.dict_items(vt)
+        pairs = C.dynamo.dict_items(vt)
         if pairs is not None:
             return {self.real(k): self.real(v) for k, v in pairs}
-        fields = C.dataclass_fields(self.tx, vt)
+        fields = C.dynamo.dataclass_fields(self.tx, vt)
         if fields is not None:  # S(0) built in the frame: its fields are trackers
             cls, values = fields
             return cls(**{name: self.real(v) for name, v in values.items()})
-        value = C.symbolic_value(vt)
-        if value is C.NO_KNOWN_VALUE:
-            value = C.known_value(vt)
-        if value is C.NO_KNOWN_VALUE:
+        value = C.dynamo.symbolic_value(vt)
+        if value is C.dynamo.NO_KNOWN_VALUE:
+            value = C.dynamo.known_value(vt)
+        if value is C.dynamo.NO_KNOWN_VALUE:
             raise CannotRun(f"a {vt.python_type().__name__} whose value is not known while tracing")
         if _holds_tensor(value):
             raise CannotRun("a value holding tensors Dynamo does not trace")
         return value
 
     def tensor(self, vt: Any) -> Any:
-        fake = C.example_value(vt)
+        fake = C.dynamo.example_value(vt)
         if not isinstance(fake, torch.Tensor):
             raise CannotRun("a tensor without a fake value")
         entry = self._by_fake.get(id(fake))
@@ -211,10 +211,10 @@ class StandIns:
             return self._given[id(value)][0]
         if isinstance(value, (list, tuple)) and type(value) in (list, tuple) and _holds_tensor(value):
             items = [self.tracker(v) for v in value]
-            return C.make_list(items) if type(value) is list else C.make_tuple(items)
+            return C.dynamo.make_list(items) if type(value) is list else C.dynamo.make_tuple(items)
         if _holds_tensor(value):
             raise CannotRun(f"it returned a {type(value).__name__} holding tensors")
-        return C.build_value(self.tx, value)
+        return C.dynamo.build_value(self.tx, value)
 
     def write_back(self) -> None:
         """Every type the call changed on a stand-in, written to its tensor."""
@@ -225,16 +225,16 @@ class StandIns:
                     if _same(new, old):
                         continue
                     if new is _ABSENT:
-                        C.delete_attribute(self.tx, vt, name)
+                        C.dynamo.delete_attribute(self.tx, vt, name)
                     else:
-                        C.set_attribute(self.tx, vt, name, C.build_value(self.tx, _copy(new)))
+                        C.dynamo.set_attribute(self.tx, vt, name, C.dynamo.build_value(self.tx, _copy(new)))
 
 
 def _aliases(tx: Any, fake: Any) -> list:
     """The trackers of ``fake`` spmd_types' code has seen in the graph
     being traced (one tensor in eager; a subgraph's input that shares an
     outer tensor's fake value is not written from inside it)."""
-    by_fake = C.scope_state(tx, "spmd_aliases")
+    by_fake = C.dynamo.scope_state(tx, "spmd_aliases")
     held = by_fake.get(id(fake))
     if held is None or held[0] is not fake:
         held = by_fake[id(fake)] = (fake, [])
@@ -249,13 +249,13 @@ def read_types(tx: Any, vt: Any) -> tuple | None:
     real = None
     known = False
     for name in S.TYPE_ATTRS:
-        pending, value_vt = C.pending_attribute(tx, vt, name)
+        pending, value_vt = C.dynamo.pending_attribute(tx, vt, name)
         if pending:
             known = True
-            found.append(_ABSENT if C.is_deleted(value_vt) else _python(value_vt))
+            found.append(_ABSENT if C.dynamo.is_deleted(value_vt) else _python(value_vt))
             continue
         if real is None:
-            real = C.graph_input_value(vt) if vt.source is not None else None
+            real = C.dynamo.graph_input_value(vt) if vt.source is not None else None
             if real is not None:
                 install_types_guard(tx, vt.source, real)
         known = known or real is not None
@@ -264,8 +264,8 @@ def read_types(tx: Any, vt: Any) -> tuple | None:
 
 
 def _python(vt: Any) -> Any:
-    value = C.known_value(vt)
-    if value is C.NO_KNOWN_VALUE:
+    value = C.dynamo.known_value(vt)
+    if value is C.dynamo.NO_KNOWN_VALUE:
         raise CannotRun("a tensor's type was set to a value whose value is not known while tracing")
     return value
 
@@ -321,7 +321,7 @@ def raise_in_program(tx: Any, e: BaseException) -> Any:
     """Raise ``e`` where the traced program is (its own exception type and
     message): Dynamo runs an uncaught one eagerly, which raises it as eager
     does, from the user's line."""
-    C.raise_observed(type(e), tx, [str(a) for a in e.args] or [str(e)])
+    C.dynamo.raise_observed(type(e), tx, [str(a) for a in e.args] or [str(e)])
 
 
 # -- the checker -------------------------------------------------------------------
@@ -406,14 +406,14 @@ def _leaves(args: Any, kwargs: Any) -> list:
 def _answer_of(s: StandIns, vt: Any) -> Any:
     """The traced result as the checker's rule gets it: its tensors as
     stand-ins, anything not known now as a token it only passes on."""
-    if C.is_tensor(vt):
+    if C.dynamo.is_tensor(vt):
         return s.tensor(vt)
-    items = C.list_items(vt)
+    items = C.dynamo.list_items(vt)
     if items is not None:
         values = [_answer_of(s, i) for i in items]
         return values if vt.python_type() is list else tuple(values)
-    value = C.known_value(vt)
-    return _Opaque() if value is C.NO_KNOWN_VALUE else value
+    value = C.dynamo.known_value(vt)
+    return _Opaque() if value is C.dynamo.NO_KNOWN_VALUE else value
 
 
 def _is_answer(out: Any, answer: Any) -> bool:
@@ -432,11 +432,11 @@ def check(tx: Any, mode: Any, fn: Any, types: Any, args: list, kwargs: dict, res
     traced program. ``CannotRun`` when it cannot run here. ``func``: the
     function called, where ``fn``'s tracker does not hold it (an applied
     Function's ``apply`` through the checker's descriptor)."""
-    func = C.known_value(fn) if func is None else func
-    if func is C.NO_KNOWN_VALUE:
+    func = C.dynamo.known_value(fn) if func is None else func
+    if func is C.dynamo.NO_KNOWN_VALUE:
         raise CannotRun("the function called is not known while tracing")
-    type_classes = C.known_value(types) if types is not None else ()
-    if type_classes is C.NO_KNOWN_VALUE:
+    type_classes = C.dynamo.known_value(types) if types is not None else ()
+    if type_classes is C.dynamo.NO_KNOWN_VALUE:
         type_classes = ()
     with StandIns(tx) as s:
         pargs = tuple(s.real(a) for a in args)

@@ -21,7 +21,7 @@ def foldable(value: Any) -> bool:
     and tuples/lists of them)?"""
     if isinstance(value, (tuple, list)):
         return all(foldable(v) for v in value)
-    return C.is_literal(value) or tracked_types.find(value) is not None
+    return C.dynamo.is_literal(value) or tracked_types.find(value) is not None
 
 
 def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> Any:
@@ -31,8 +31,8 @@ def wrap_value(tx: Any, value: Any, rebuild: Rebuild, what: str) -> Any:
         return tracker
     if isinstance(value, (tuple, list)):
         items = [wrap_value(tx, v, rebuild.then(GetItem(i)), what) for i, v in enumerate(value)]
-        return C.make_tuple(items) if isinstance(value, tuple) else C.make_list(items)
-    if C.is_literal(value):
-        return C.constant(value)
+        return C.dynamo.make_tuple(items) if isinstance(value, tuple) else C.dynamo.make_list(items)
+    if C.dynamo.is_literal(value):
+        return C.dynamo.constant(value)
     graph_break(Break.NOT_FOLDABLE, context=f"{what} -> {type(value).__name__}", what=what,
                 type=type(value).__name__)

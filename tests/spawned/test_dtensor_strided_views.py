@@ -20,7 +20,7 @@ from dynamo_dist import _compat as C
 from dynamo_dist.testing import make_mesh, run_in_world
 
 pytestmark = [
-    pytest.mark.skipif(not C.UNFLATTEN_LOSES_SHARD_ORDER_FLAG,
+    pytest.mark.skipif(not C.distributed.UNFLATTEN_LOSES_SHARD_ORDER_FLAG,
                        reason="this torch's eager DTensor refuses to view a sharded dim as merged"),
     pytest.mark.release,
 ]

@@ -34,13 +34,13 @@ def test_eager_functional_collectives_are_recorded_with_their_group_ranks():
     with recording_world(8, 5) as log:
         mesh = make_mesh((2, 4), ("dp", "tp"))
         x = torch.ones(4, 8)
-        C.funcol.all_reduce(x, "sum", (mesh, 0)).wait()
-        C.funcol.all_reduce(x, "avg", (mesh, 1)).wait()
-        C.all_gather_single(x, 0, (mesh, 1)).wait()
-        C.reduce_scatter_single(x, "max", 0, (mesh, 1)).wait()
-        C.funcol.all_to_all_single(x, None, None, (mesh, 1)).wait()
-        C.funcol.broadcast(x, 0, (mesh, 0)).wait()
-        for t in C.funcol.all_reduce_coalesced([x, x], "sum", (mesh, 0)):
+        C.distributed.funcol.all_reduce(x, "sum", (mesh, 0)).wait()
+        C.distributed.funcol.all_reduce(x, "avg", (mesh, 1)).wait()
+        C.distributed.all_gather_single(x, 0, (mesh, 1)).wait()
+        C.distributed.reduce_scatter_single(x, "max", 0, (mesh, 1)).wait()
+        C.distributed.funcol.all_to_all_single(x, None, None, (mesh, 1)).wait()
+        C.distributed.funcol.broadcast(x, 0, (mesh, 0)).wait()
+        for t in C.distributed.funcol.all_reduce_coalesced([x, x], "sum", (mesh, 0)):
             t.wait()
         recorded = log.take()
     dp, tp = (1, 5), (4, 5, 6, 7)

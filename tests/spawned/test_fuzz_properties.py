@@ -208,7 +208,7 @@ def test_guard_property_passes_with_the_plugin():
 def test_guard_property_catches_stock_stale_group_answer(monkeypatch):
     monkeypatch.setattr(dynamo_dist, "enabled", contextlib.nullcontext)
     assert not dynamo_dist.is_installed()
-    if not C.STOCK_MESH_OPAQUE:
+    if not C.distributed.STOCK_MESH_OPAQUE:
         # 2.11's in-tree ProcessGroupVariable guards groups by identity: no stale answer.
         check_guards(STALE_GROUP)
         return

@@ -108,7 +108,7 @@ def test_what_the_plugin_keeps_lives_as_long_as_the_graphs(world8):
     # mesh, and its mesh's fingerprint with and without this rank's
     # coordinate (the guard's and the cache key's). The graphs' baked calls
     # hold their meshes, so all six are alive.
-    assert during[0] in (6, 6 + C.STOCK_TO_LOCAL_IS_CLOSURE) and during[1:] == (6, 12), during
+    assert during[0] in (6, 6 + C.dynamo.STOCK_TO_LOCAL_IS_CLOSURE) and during[1:] == (6, 12), during
     # The baked calls (which hold their meshes) go with the graphs; the other
     # tables hold no mesh (fingerprints are values, the mesh table is weak).
     # Whether stock keeps a mesh longer is the next test's question.

@@ -67,7 +67,7 @@ def test_coverage_tables_match_a_fresh_measurement(outcomes):
     # One stock column per tested release: the plugin's column and the running
     # release's stock column must equal this measurement; the other releases'
     # columns are kept as the page has them (measured on those releases).
-    running = stock_column(C.torch_version())
+    running = stock_column(C.release.torch_version())
     members, diffs = read_block(text, "coverage"), read_block(text, "stock-diff")
     assert running in members.splitlines()[0] and running in diffs.splitlines()[0], hint
     assert members == member_table(stock, previous=members), hint
@@ -82,7 +82,7 @@ def test_coverage_tables_keep_other_releases_columns(outcomes):
     for version in TESTED_VERSIONS:
         assert stock_column(version) in header
     # Regenerating as another release rewrites only that release's column.
-    other = next(v for v in TESTED_VERSIONS if v != C.torch_version())
+    other = next(v for v in TESTED_VERSIONS if v != C.release.torch_version())
     fresh = parse_table(differences_table(plugin, stock, previous=diffs, version=other), 1)
     kept = parse_table(diffs, 1)
     for version in TESTED_VERSIONS:
@@ -104,5 +104,5 @@ def test_c10d_table_matches_a_fresh_measurement(call_outcomes):
         assert as_expected(case, ours, theirs), (case.name, ours, theirs)
     calls = read_block(COVERAGE_PAGE.read_text(), "c10d")
     hint = "run `python -m devtools coverage --update-readme docs/coverage.md`"
-    assert stock_column(C.torch_version()) in calls.splitlines()[0], hint
+    assert stock_column(C.release.torch_version()) in calls.splitlines()[0], hint
     assert calls == c10d_table(plugin, stock, previous=calls), hint

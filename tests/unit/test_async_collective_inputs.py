@@ -186,7 +186,7 @@ def test_backport_only_where_torch_lacks_the_fix():
     import torch._dynamo.source as source
 
     assert _compat.collective.NEEDS_BACKPORT == (
-        not hasattr(source, "UnwrapCollectiveTensorSource") and _compat.FAMILY == "2.13")
+        not hasattr(source, "UnwrapCollectiveTensorSource") and _compat.slots.FAMILY == "2.13")
 
 
 def test_stock_behaviour_comes_back_after_uninstall(world2):

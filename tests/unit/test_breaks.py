@@ -117,8 +117,9 @@ def test_a_mesh_whose_construction_has_not_finished_is_a_clean_break(world8, mis
     """What Dynamo meets when it traces mesh construction: stock crashes."""
     mesh = make_mesh((2, 4), ("dp", "tp"))
     unfinished = _unfinished(mesh, *missing) if missing else DeviceMesh.__new__(DeviceMesh)
-    assert C.mesh_is_constructed(mesh) and C.mesh_is_constructed(mesh["tp"])
-    assert C.mesh_is_constructed(mesh._flatten("dp_tp")) and not C.mesh_is_constructed(unfinished)
+    assert C.distributed.mesh_is_constructed(mesh) and C.distributed.mesh_is_constructed(mesh["tp"])
+    assert C.distributed.mesh_is_constructed(mesh._flatten("dp_tp"))
+    assert not C.distributed.mesh_is_constructed(unfinished)
 
     def fn(x, m):
         return x + len(getattr(m, "_mesh_dim_names", None) or ())
@@ -131,7 +132,7 @@ def test_a_mesh_whose_construction_has_not_finished_is_a_clean_break(world8, mis
 # len() of a _MeshLayout nor call its methods, stock included: the attribute
 # is read, its use breaks.
 _LAYOUT = pytest.param("_layout", marks=pytest.mark.xfail(
-    C.FAMILY == "2.11" and C.STOCK_MESH_OPAQUE, strict=True,
+    C.slots.FAMILY == "2.11" and C.distributed.STOCK_MESH_OPAQUE, strict=True,
     reason="torch 2.12's Dynamo cannot trace len() of a _MeshLayout"))
 
 
@@ -155,7 +156,7 @@ def test_other_mesh_attributes_of_an_input_are_read_like_any_python_attribute(wo
 
 def test_a_break_is_raised_by_name_with_exactly_its_fields(monkeypatch):
     raised = []
-    monkeypatch.setattr(C, "break_graph", lambda *args: raised.append(args) or 1 / 0)
+    monkeypatch.setattr(C.dynamo, "break_graph", lambda *args: raised.append(args) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
         graph_break(Break.UNSUPPORTED_MEMBER, context="DeviceMesh.frob", label="DeviceMesh",
                     what="DeviceMesh.frob", hint="Use x instead.")

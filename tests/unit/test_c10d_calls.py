@@ -45,7 +45,8 @@ def _stock_on_the_page() -> dict[str, str]:
     """Stock's outcome of each case on this release, as the coverage page
     records it (``tests/tools/test_stock_baseline.py`` keeps the page equal to a
     fresh measurement)."""
-    column = parse_table(read_block(COVERAGE_PAGE.read_text(), "c10d"), 1).get(stock_column(C.torch_version()), {})
+    table = parse_table(read_block(COVERAGE_PAGE.read_text(), "c10d"), 1)
+    column = table.get(stock_column(C.release.torch_version()), {})
     return {name: cell for (name,), cell in column.items() if cell != NOT_MEASURED}
 
 
@@ -347,4 +348,4 @@ def test_an_autograd_function_whose_forward_calls_a_collective_keeps_its_gradien
         _graphs(reduce_in_forward, x, fullgraph=False)[0].sum().backward()
         taken = O.graph_break_count() - breaks
     torch.testing.assert_close(x.grad, want)
-    assert taken == (1 if C.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD else 0)
+    assert taken == (1 if C.dynamo.INPLACE_IN_FUNCTION_FORWARD_LOSES_GRAD else 0)

@@ -19,7 +19,7 @@ RUNTIME_OP = "_runtime_compute_coordinate_on_dim"
 # Where a user may switch the mode on: torch.compiler.config (2.14+'s
 # canonical flag) and torch.distributed.config (2.13's; a deprecated alias on
 # 2.14+). Each must give the runtime-op graphs.
-FLAG_MODULES = C.one_rank_flag_modules()
+FLAG_MODULES = C.distributed.one_rank_flag_modules()
 
 
 @pytest.fixture(params=FLAG_MODULES, ids=[m.__name__ for m in FLAG_MODULES])
@@ -30,7 +30,7 @@ def one_rank_mode(request):
         saved = config.compile_on_one_rank
         config.compile_on_one_rank = True
         try:
-            assert C.compile_on_one_rank()
+            assert C.distributed.compile_on_one_rank()
             yield
         finally:
             config.compile_on_one_rank = saved

@@ -237,7 +237,7 @@ def test_stock_form_is_restored_by_uninstall():
     with fake_world(8, 3):
         mesh = make_mesh((2, 4), ("dp", "tp"))
         run = compile_and_run(shard_to_replicate, torch.ones(2, 3), mesh)
-        assert bool(distributed_objects_in(run.graphs[0])) == C.STOCK_MESH_OPAQUE
+        assert bool(distributed_objects_in(run.graphs[0])) == C.distributed.STOCK_MESH_OPAQUE
 
 
 def test_strided_shard_both_ways_compile_like_eager(mesh2d):

@@ -173,7 +173,7 @@ def test_dtensor_placements_change_in_user_terms():
 
 def collectives_fn(x, pg, mesh):
     y = funcol.all_reduce(x, "sum", pg)
-    return C.all_gather_single(y, 0, (mesh, 1)) * 2
+    return C.distributed.all_gather_single(y, 0, (mesh, 1)) * 2
 
 
 def test_collectives_in_the_captured_graph():
@@ -216,7 +216,7 @@ STOCK_SPLIT_FACTOR_CRASH = {
 
 
 def test_compare_stock_side_by_side():
-    crash = STOCK_SPLIT_FACTOR_CRASH[".".join(C.torch_version().split(".")[:2])]
+    crash = STOCK_SPLIT_FACTOR_CRASH[".".join(C.release.torch_version().split(".")[:2])]
     report = dynamo_dist.explain(strided_split_factor, backend="eager", compare_stock=True)(torch.ones(1))
     assert report.counts()["graphs"] == 1 and report.failures == []
     stock = report.stock

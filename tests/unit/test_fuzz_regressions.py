@@ -53,7 +53,7 @@ def test_uninstall_restores_builtin_handlers():
         # 2.11-2.13 need hooks (str; repr and hash on 2.11 / 2.12); 2.14+'s
         # builtins dispatch to the tracker's slots themselves.
         hooked = {name for name in names if BuiltinVariable.__dict__.get(name) is not before[name]}
-        assert hooked == set(C.BUILTIN_HOOKS)
+        assert hooked == set(C.slots.BUILTIN_HOOKS)
     assert {name: BuiltinVariable.__dict__.get(name) for name in names} == before
 
 

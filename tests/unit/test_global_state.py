@@ -37,9 +37,10 @@ def snapshot():
         "duplicate checker": O.duplicate_break_checker(),
         "metrics deque": (id(getattr(utils, "_compilation_metrics")), O.compilation_metrics_limit()),
         "notes listeners": list(getattr(_notes, "_listeners")),
-        "hooks": (C.VariableBuilder.__dict__["_wrap"], C.SourcelessBuilder.__dict__["create"],
-                  C.TensorVariable.__dict__["call_method"], C.TensorVariable.__dict__[C.TENSOR_GETATTR_SLOT],
-                  C.aot_runtime_wrappers.gen_alias_from_base, dict(C.SourcelessBuilder._type_handlers)),
+        "hooks": (C.dynamo.VariableBuilder.__dict__["_wrap"], C.dynamo.SourcelessBuilder.__dict__["create"],
+                  C.dynamo.TensorVariable.__dict__["call_method"],
+                  C.dynamo.TensorVariable.__dict__[C.slots.TENSOR_GETATTR_SLOT],
+                  C.dynamo.aot_runtime_wrappers.gen_alias_from_base, dict(C.dynamo.SourcelessBuilder._type_handlers)),
         "rendezvous": dict(O.rendezvous_handlers()),
         "threads": torch.get_num_threads(),
     }

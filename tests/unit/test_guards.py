@@ -176,13 +176,13 @@ def test_mesh_fingerprint_covers_every_field_of_this_releases_eq(world8):
     mesh = make_mesh((2, 4), ("dp", "tp"))
     # __eq__ and _hash_key read the same fields (5 up to 2.14; 2.15 adds
     # _preserve_rank_order); _thread_id has been one of them since 2.13.
-    hash_key = C.mesh_hash_key(mesh)  # 2.12+; 2.11's __hash__ hashes the same fields inline
-    assert hash_key is None or len(C.MESH_EQ_FIELDS) == len(hash_key)
-    assert "_thread_id" in C.MESH_EQ_FIELDS
+    hash_key = C.distributed.mesh_hash_key(mesh)  # 2.12+; 2.11's __hash__ hashes the same fields inline
+    assert hash_key is None or len(C.distributed.MESH_EQ_FIELDS) == len(hash_key)
+    assert "_thread_id" in C.distributed.MESH_EQ_FIELDS
     if "preserve_rank_order" in inspect.signature(DeviceMesh.__init__).parameters:
-        assert "_preserve_rank_order" in C.MESH_EQ_FIELDS
+        assert "_preserve_rank_order" in C.distributed.MESH_EQ_FIELDS
     expected = mesh_fingerprint(mesh, with_coordinate=False)
-    for field in C.MESH_EQ_FIELDS:
+    for field in C.distributed.MESH_EQ_FIELDS:
         other = copy.copy(mesh)
         setattr(other, field, object())
         assert other != mesh, field
@@ -194,8 +194,8 @@ def test_mesh_fingerprint_is_a_frozen_named_value_with_its_hash_made_once(world8
     fp = mesh_fingerprint(mesh, with_coordinate=True)
     assert [f.name for f in dataclasses.fields(fp) if f.compare] == [
         "mesh_type", "eq_fields", "group_names", "coordinate", "flattened"]
-    assert fp.mesh_type is DeviceMesh and fp.group_names == C.mesh_dim_group_names(mesh)
-    assert fp.eq_fields == tuple(C.mesh_eq_key(mesh)) and fp.coordinate == tuple(mesh.get_coordinate())
+    assert fp.mesh_type is DeviceMesh and fp.group_names == C.distributed.mesh_dim_group_names(mesh)
+    assert fp.eq_fields == tuple(C.distributed.mesh_eq_key(mesh)) and fp.coordinate == tuple(mesh.get_coordinate())
     assert mesh_fingerprint(mesh, with_coordinate=False).coordinate is None
     assert not hasattr(fp, "__dict__")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -216,8 +216,9 @@ def test_a_meshs_cache_key_identity_is_its_fingerprint_as_text(world8):
     the mesh is (its root's flattened meshes included)."""
     for mesh in (make_mesh((8,)), make_mesh((2, 4), ("dp", "tp")), make_mesh((2, 4), ("dp", "tp"))["tp"]):
         assert mesh_identity(mesh) == repr(("torch.distributed.device_mesh.DeviceMesh",
-                                            tuple(_compact(v) for v in C.mesh_eq_key(mesh)),
-                                            C.mesh_dim_group_names(mesh), None, C.mesh_flatten_state(mesh)))
+                                            tuple(_compact(v) for v in C.distributed.mesh_eq_key(mesh)),
+                                            C.distributed.mesh_dim_group_names(mesh), None,
+                                            C.distributed.mesh_flatten_state(mesh)))
 
 
 def _mesh_with_preserve_rank_order(ranks, on):
@@ -376,7 +377,7 @@ def test_mesh_identity_holds_the_flattened_meshes_of_its_root(world8):
     # searches the root's flattened meshes whichever submesh a DTensor is on).
     assert mesh_identity(mesh["b"]) != submesh_before
     flattened = known_fingerprint(mesh, with_coordinate=False).flattened
-    assert [(name, groups) for name, _, groups in flattened] == [("ac", C.mesh_dim_group_names(ac))]
+    assert [(name, groups) for name, _, groups in flattened] == [("ac", C.distributed.mesh_dim_group_names(ac))]
     # Without the flattened meshes (how a pickled mesh is matched to a live one).
     assert mesh_identity(mesh, flattened=False) == before.replace(", ())", ")")
 
@@ -398,8 +399,8 @@ def test_a_later_flatten_recompiles_to_eagers_plan(world8):
     cfn(local)
     assert backend.compiles == 2
     groups = [[c.group for c in graph if c.op != "wait_tensor"] for graph in backend.forward_collectives]
-    assert groups[0] == [*C.mesh_dim_group_names(mesh["a"]), *C.mesh_dim_group_names(mesh["c"])]
-    assert groups[1] == list(C.mesh_dim_group_names(ac))
+    assert groups[0] == [*C.distributed.mesh_dim_group_names(mesh["a"]), *C.distributed.mesh_dim_group_names(mesh["c"])]
+    assert groups[1] == list(C.distributed.mesh_dim_group_names(ac))
 
 
 def test_the_same_flatten_state_reuses_the_graph(world8):
@@ -417,7 +418,7 @@ def test_every_key_holds_the_planners_switches():
 
     from dynamo_dist.caching.keys import planner_tag, process_tag
 
-    flags = [name for name, _ in C.redistribute_planner_flags()]
+    flags = [name for name, _ in C.distributed.redistribute_planner_flags()]
     assert "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION" in flags or not hasattr(
         planner, "_DISABLE_REDISTRIBUTE_TRANSFORM_OPTIMIZATION")
     before = process_tag()

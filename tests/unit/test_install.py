@@ -21,7 +21,7 @@ def _snapshot():
         SourcelessBuilder.__dict__["create"],
         dict(SourcelessBuilder._type_handlers),
         TensorVariable.__dict__["call_method"],
-        TensorVariable.__dict__[_compat.TENSOR_GETATTR_SLOT],
+        TensorVariable.__dict__[_compat.slots.TENSOR_GETATTR_SLOT],
         runtime_wrappers.gen_alias_from_base,
         *_cache_hook_points(),
         *_guard_and_aot_hook_points(),
@@ -31,12 +31,12 @@ def _snapshot():
 def _guard_and_aot_hook_points() -> tuple:
     """Where ``is`` is decided, a DTensor input's spec guard, and the RNG
     states under activation checkpointing."""
-    points = [module.__dict__["vt_identity_compare"] for module in _compat.IDENTITY_HOOK_POINTS]
-    points.append(getattr(*_compat.DTENSOR_SPEC_GUARD_POINT))
+    points = [module.__dict__["vt_identity_compare"] for module in _compat.dynamo.IDENTITY_HOOK_POINTS]
+    points.append(getattr(*_compat.dynamo.DTENSOR_SPEC_GUARD_POINT))
     if _compat.aot.RNG_STATES_HOOK_POINT is not None:
         points.append(getattr(*_compat.aot.RNG_STATES_HOOK_POINT))
-    if _compat.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
-        points.append(getattr(*_compat.DTENSOR_UNFLATTEN_POINT))
+    if _compat.distributed.UNFLATTEN_LOSES_SHARD_ORDER_FLAG:
+        points.append(getattr(*_compat.distributed.DTENSOR_UNFLATTEN_POINT))
     return tuple(points)
 
 
@@ -89,7 +89,7 @@ def test_install_is_idempotent_and_uninstall_restores_stock(world8):
     # Stock (2.12+, opaque meshes) puts the mesh in the graph, 2.11's in-tree
     # tracker folds it; the plugin never does; after uninstall the graph is
     # stock's again, node for node.
-    assert bool(distributed_objects_in(stock.graphs[0])) == _compat.STOCK_MESH_OPAQUE
+    assert bool(distributed_objects_in(stock.graphs[0])) == _compat.distributed.STOCK_MESH_OPAQUE
     assert not distributed_objects_in(during.graphs[0])
     assert after.graphs[0].code == stock.graphs[0].code
 
@@ -159,7 +159,7 @@ def test_install_and_uninstall_reset_dynamo_caches(world8):
         dynamo_dist.uninstall()
     fn(torch.ones(1), mesh)
     # Stock's graph again (2.12+ stock passes the mesh in; 2.11's folds it too).
-    assert len(calls) == 3 and bool(distributed_objects_in(calls[2])) == _compat.STOCK_MESH_OPAQUE
+    assert len(calls) == 3 and bool(distributed_objects_in(calls[2])) == _compat.distributed.STOCK_MESH_OPAQUE
 
 
 def _stock_state():
@@ -190,10 +190,10 @@ def test_install_refuses_a_torch_whose_hook_point_moved(world8, monkeypatch, mis
 
     before = _stock_state()
     if missing == "tensor attribute hook":
-        monkeypatch.delattr(TensorVariable, _compat.TENSOR_GETATTR_SLOT)
-        name = _compat.TENSOR_GETATTR_SLOT
+        monkeypatch.delattr(TensorVariable, _compat.slots.TENSOR_GETATTR_SLOT)
+        name = _compat.slots.TENSOR_GETATTR_SLOT
     else:
-        name = _compat.SLOTS[missing]
+        name = _compat.slots.SLOTS[missing]
         monkeypatch.delattr(VariableTracker, name)
     with pytest.raises(RuntimeError) as e:
         dynamo_dist.install()

@@ -59,8 +59,8 @@ def test_group_escapes_as_itself(world8):
 
 def _funcol_program(x, pg, mesh):
     a = funcol.all_reduce(x, "sum", pg)
-    b = C.all_gather_single(x, 0, (mesh, 1))
-    c = C.reduce_scatter_single(x.repeat(mesh.size(0), 1), "sum", 0, (mesh, 0))
+    b = C.distributed.all_gather_single(x, 0, (mesh, 1))
+    c = C.distributed.reduce_scatter_single(x.repeat(mesh.size(0), 1), "sum", 0, (mesh, 0))
     return a + 1, b * 2, c - 1
 
 

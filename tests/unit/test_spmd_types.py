@@ -547,7 +547,7 @@ def test_under_compile_on_one_rank_a_backward_holding_a_group_runs(plugin, tp_me
     graph holds the group itself; uninstalling takes the fix back."""
     from dynamo_dist import _compat as C
 
-    config = C.one_rank_config()
+    config = C.distributed.one_rank_config()
     saved = config.compile_on_one_rank
     config.compile_on_one_rank = True
     try:

@@ -352,7 +352,7 @@ def test_every_object_row_reaches_the_handler_of_its_kind(world8, monkeypatch, t
 def C_slot(vt, ours):
     from dynamo_dist import _compat as C
 
-    return C.slot_method(vt, ours)
+    return C.slots.slot_method(vt, ours)
 
 
 def test_every_function_row_reaches_the_handler_of_its_kind(world8, monkeypatch):
@@ -394,8 +394,8 @@ def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
 
     spy = _Spy()
     fake = FakeDTensorVar()
-    monkeypatch.setattr(C, "example_value", lambda vt: torch.ones(1))
-    monkeypatch.setattr(C, "graph_call", lambda tx, op, tensors, constants=(): spy.handler("graph_call")())
+    monkeypatch.setattr(C.dynamo, "example_value", lambda vt: torch.ones(1))
+    monkeypatch.setattr(C.dynamo, "graph_call", lambda tx, op, tensors, constants=(): spy.handler("graph_call")())
     for kind in list(dtensor._ATTRIBUTE_HANDLERS):
         monkeypatch.setitem(dtensor._ATTRIBUTE_HANDLERS, kind, spy.handler(kind))
     for name in list(dtensor._FUNCTION_HANDLERS):
@@ -413,7 +413,7 @@ def test_every_dtensor_row_reaches_its_handler(world8, monkeypatch):
             assert spy.calls == [name]
         else:
             assert member.kind is Kind.DTENSOR_OP
-            assert dtensor.call_method(None, fake, name, [C.constant("x")], {}) == "handled", name
+            assert dtensor.call_method(None, fake, name, [C.dynamo.constant("x")], {}) == "handled", name
             assert spy.calls == ["graph_call"], name
 
 
@@ -445,3 +445,41 @@ def test_the_design_layout_names_every_module():
     named = _layout_names()
     assert not sorted(modules - named), f"modules the layout does not name: {sorted(modules - named)}"
     assert not sorted(named - modules), f"the layout names what is not there: {sorted(named - modules)}"
+
+
+# -- _compat is namespaced: a call site names the job ------------------------------
+
+def test_compat_re_exports_no_name():
+    """``_compat/__init__.py`` binds its submodules and nothing else, so a
+    call site names the job (``C.dynamo.install_guard``) and a reader (or a
+    tool following calls) finds the definition where the name says."""
+    tree = TREES[f"{PACKAGE}.{BOUNDARY}"]
+    submodules = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith(f"{PACKAGE}.{BOUNDARY}.")}
+    bound = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+            bound += [a.asname or a.name for a in node.names if a.name not in submodules]
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef)):
+            bound.append(ast.unparse(node).splitlines()[0])
+    assert not bound, f"_compat/__init__.py binds more than its submodules: {bound}"
+
+
+def test_devtools_reads_torch_only_through_observe():
+    """The tools (``devtools/``) reach torch's internals only through
+    ``_compat.observe``, what they read of torch named in one module (the
+    design's rule for the tools): no other ``_compat`` module is imported."""
+    offences = []
+    for path in sorted((ROOT.parent / "devtools").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if f"{PACKAGE}.{BOUNDARY}" in name and not name.startswith(f"{PACKAGE}.{BOUNDARY}.observe"):
+                    offences.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} imports {name}")
+    assert not offences, "\n".join(offences)

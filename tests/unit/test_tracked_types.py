@@ -138,7 +138,7 @@ def test_every_object_is_covered_by_exactly_one_declaration(world8):
         covering += [r for r in tracked_types.records() if isinstance(value, type) and r.covers_class(value)]
         expected = 0 if isinstance(value, (torch.Tensor, int, str, tuple)) else 1
         if value is dist.group:
-            expected = int(C.STOCK_TRACKS_WORLD_HOLDERS)
+            expected = int(C.distributed.STOCK_TRACKS_WORLD_HOLDERS)
         assert len(covering) == expected, (value, [r.name for r in covering])
 
 
@@ -157,9 +157,9 @@ def test_built_in_and_user_placements_are_two_types(world8):
 def test_the_sourceless_fast_table_is_the_declared_exact_types():
     # spmd_types' values are declared once the program imported spmd_types.
     spmd_values = list(C.spmd.value_classes()) if C.spmd.facts() is not None else []
-    expected = [C.DeviceMesh, *C.PLACEMENT_TYPES, C.ProcessGroup, *spmd_values]
+    expected = [C.distributed.DeviceMesh, *C.distributed.PLACEMENT_TYPES, C.distributed.ProcessGroup, *spmd_values]
     assert sorted(tracked_types.fast_types(), key=repr) == sorted(expected, key=repr)
-    table = C.SourcelessBuilder._type_handlers
+    table = C.dynamo.SourcelessBuilder._type_handlers
     assert all(getattr(table[t], "__dynamo_dist_handler__", False) for t in expected)
 
 
@@ -168,13 +168,13 @@ def test_a_record_that_contradicts_itself_fails_when_declared():
     from dynamo_dist.variables.placement import PLACEMENT_MEMBERS
 
     with pytest.raises(TypeError, match="'Widget': members is .* but its tracker reads"):
-        tracked_types.TrackedType("Widget", C.DeviceMesh, DeviceMeshVariable, members=PLACEMENT_MEMBERS)
+        tracked_types.TrackedType("Widget", C.distributed.DeviceMesh, DeviceMeshVariable, members=PLACEMENT_MEMBERS)
     with pytest.raises(TypeError, match="ready and not_ready go together"):
-        tracked_types.TrackedType("Widget", C.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
-                                  ready=C.mesh_is_constructed)
+        tracked_types.TrackedType("Widget", C.distributed.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
+                                  ready=C.distributed.mesh_is_constructed)
     with pytest.raises(TypeError, match="cache_save and saved_as go together"):
-        tracked_types.TrackedType("Widget", C.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
+        tracked_types.TrackedType("Widget", C.distributed.DeviceMesh, DeviceMeshVariable, members=DEVICE_MESH_MEMBERS,
                                   cache_save=repr)
     with pytest.raises(ValueError, match="'DeviceMesh' is declared already"):
-        tracked_types.declare(tracked_types.TrackedType("DeviceMesh", C.DeviceMesh, DeviceMeshVariable))
+        tracked_types.declare(tracked_types.TrackedType("DeviceMesh", C.distributed.DeviceMesh, DeviceMeshVariable))
 
