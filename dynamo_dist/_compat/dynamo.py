@@ -1155,50 +1155,57 @@ def _saved_module_read_guard(builder: Any, guard: Any, kind: str) -> Any:
                               f"dynamo_dist: {what} (a value read through a module, saved with the frame)")
 
 
-def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``CheckFunctionManager.serialize_guards`` that saves each plugin
-    guard in its saved form, and declines the package of a frame with a
-    plugin guard that has none."""
+def saved_guards(builder: Any, sorted_guards: Any, output_graph: Any) -> tuple[list, list[str], list[str]]:
+    """The guards torch's precompile saves for a frame in place of
+    ``sorted_guards``: each plugin guard in its saved form, torch's guards on
+    a config override or a module read re-saved, the rest as they are, and
+    (where every guard has a saved form) the plugin's own saved-by guard.
+    Returns ``(kept, unsaved, overrides)``: the names of the plugin guards
+    with no saved form and of the config overrides that have none."""
+    kept, unsaved, overrides, groups = [], [], [], {}
+    for guard in sorted_guards:
+        if not plugin_guard_builder(guard.create_fn):
+            if _reads_a_config_override(guard):
+                saved = _saved_override_guard(builder, guard)
+                if saved is None:
+                    overrides.append(guard.name)
+                guard = saved or guard
+            elif (kind := _module_read(guard, output_graph)) is not None:
+                guard = _saved_module_read_guard(builder, guard, kind) or guard
+            kept.append(guard)
+            continue
+        try:
+            saved = saved_guard(builder, guard, groups)
+        except Exception:
+            saved = None
+        if saved is None:
+            unsaved.append(guard.name)
+        elif saved is not _DROP:
+            kept.append(saved)
+    if not unsaved and not overrides:
+        _release_groups(builder, groups, sorted_guards)
+        kept.append(saved_by_guard())
+    return kept, unsaved, overrides
 
-    def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> Any:
-        kept, unsaved, overrides, groups = [], [], [], {}
-        for guard in sorted_guards:
-            if not plugin_guard_builder(guard.create_fn):
-                if _reads_a_config_override(guard):
-                    saved = _saved_override_guard(builder, guard)
-                    if saved is None:
-                        overrides.append(guard.name)
-                    guard = saved or guard
-                elif (kind := _module_read(guard, output_graph)) is not None:
-                    guard = _saved_module_read_guard(builder, guard, kind) or guard
-                kept.append(guard)
-                continue
-            try:
-                saved = saved_guard(builder, guard, groups)
-            except Exception:
-                saved = None
-            if saved is None:
-                unsaved.append(guard.name)
-            elif saved is not _DROP:
-                kept.append(saved)
-        if not unsaved and not overrides:
-            _release_groups(builder, groups, sorted_guards)
-            kept.append(saved_by_guard())
-            # The guards' values are pickled as plain data, never through
-            # the caller's torch-function modes (spmd_types' checker in its
-            # global mode type-checks a tensor's ``__reduce_ex__`` and refuses it).
-            with torch._C.DisableTorchFunction():
-                return original(self, builder, kept, output_graph)
-        reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
-                  else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
-        if getattr(output_graph, "package", None) is None:  # aot_compile: there is no package to bypass
-            raise PackageError(AOT_COMPILE_REFUSED.format(names=_names(unsaved)) if unsaved else reason)
-        if torch._dynamo.config.strict_precompile:
-            raise PackageError(reason)
-        output_graph.bypass_package(reason)
-        return b""  # never stored: the entry is bypassed
 
-    return serialize_guards
+def decline_package(output_graph: Any, unsaved: list[str], overrides: list[str]) -> None:
+    """The frame is not packaged, for the guards ``saved_guards`` could not
+    save: a logged package bypass, or ``PackageError`` for ``aot_compile``
+    (there is no package to bypass) and under ``strict_precompile``."""
+    reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
+              else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
+    if getattr(output_graph, "package", None) is None:
+        raise PackageError(AOT_COMPILE_REFUSED.format(names=_names(unsaved)) if unsaved else reason)
+    if torch._dynamo.config.strict_precompile:
+        raise PackageError(reason)
+    output_graph.bypass_package(reason)
+
+
+def torch_functions_off() -> Any:
+    """A context manager: no torch-function mode or override is called in
+    the block (values handled as plain data, never through the caller's
+    modes)."""
+    return torch._C.DisableTorchFunction()
 
 
 # FSDP2's ``fully_shard`` gives each module class ``C`` it wraps a class
@@ -1208,7 +1215,7 @@ def save_plugin_guards(original: Callable[..., Any]) -> Callable[..., Any]:
 # ``GuardsStatePickler._unpickle_fsdp_module_type``, a lookup in that dict:
 # in a process that loads the frame before ``fully_shard`` ran on a ``C``
 # (torchtitan compiles each block, then shards it), the lookup raises
-# KeyError inside ``torch.compile``. ``fsdp_type_made_on_load`` makes the
+# KeyError inside ``torch.compile``. ``precompile.fsdp.fsdp_type_made_on_load`` makes the
 # class there as ``fully_shard`` makes it, with torch's own function, into
 # the same dict: ``fully_shard`` then takes that class, so a rebuilt guard
 # checks the class the module will have (and fails, so the frame is traced
@@ -1235,19 +1242,6 @@ def fsdp_class(original_type: type) -> type:
     return classes[original_type]
 
 
-def fsdp_type_made_on_load(original: Any) -> Any:
-    """``GuardsStatePickler._unpickle_fsdp_module_type`` (a classmethod)
-    that makes the FSDP class not made yet (``fsdp_class``)."""
-
-    def unpickle(cls: Any, original_type: type) -> type:
-        return fsdp_class(original_type)
-
-    # torch pickles the bound method by its name: saving under the plugin stays loadable without it
-    unpickle.__name__ = original.__func__.__name__
-    unpickle.__qualname__ = original.__func__.__qualname__
-    return classmethod(unpickle)
-
-
 # An FSDP2 module itself (a frame's ``self``, a block torchtitan compiles
 # after ``fully_shard``) has a class whose name is its qualified name, so
 # torch's guard pickler leaves it to pickle's default: ``__newobj__`` of its
@@ -1256,7 +1250,7 @@ def fsdp_type_made_on_load(original: Any) -> Any:
 # indexing a container), so the loaded local is a ``C``, not an ``FSDP<C>``:
 # the guard on its class (``TYPE_MATCH``, rebuilt from that local) checks
 # ``C`` and never passes on the live module, and the restart traces the frame
-# again (stock 2.15 too). ``fsdp_module_keeps_class`` pickles such a module
+# again (stock 2.15 too). ``precompile.fsdp.fsdp_module_keeps_class`` pickles such a module
 # as ``copyreg._reconstructor`` of its class (``object.__new__``, then its
 # state as before), so it loads as the FSDP class; that class is saved as
 # before (``_unpickle_fsdp_module_type``) and the stored entry stays loadable
@@ -1270,21 +1264,16 @@ def _is_fsdp_class(cls: type) -> bool:
             and _fsdp.get_cls_to_fsdp_cls().get(cls.__mro__[2]) is cls)
 
 
-def fsdp_module_keeps_class(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``GuardsStatePickler.reducer_override`` that saves an FSDP2 module
-    so it loads with its FSDP class (see ``FSDP_MODULE_PICKLE_POINT``)."""
-
-    def reducer_override(self: Any, obj: Any) -> Any:
-        reduced = original(self, obj)
-        if reduced is not NotImplemented or not isinstance(obj, torch.nn.Module) or not _is_fsdp_class(type(obj)):
-            return reduced
-        default = obj.__reduce_ex__(2)
-        if default[0] is not copyreg.__newobj__ or tuple(default[1]) != (type(obj),):
-            return reduced
-        return (copyreg._reconstructor, (type(obj), object, None), *default[2:])
-
-    reducer_override.__wrapped__ = original  # type: ignore[attr-defined]
-    return reducer_override
+def fsdp_module_reduction(obj: Any) -> tuple | None:
+    """The pickle reduction that loads the FSDP2 module ``obj`` with its FSDP
+    class: ``copyreg._reconstructor`` of its class (``object.__new__``),
+    then its state as pickle's default saves it; None for anything else."""
+    if not isinstance(obj, torch.nn.Module) or not _is_fsdp_class(type(obj)):
+        return None
+    default = obj.__reduce_ex__(2)
+    if default[0] is not copyreg.__newobj__ or tuple(default[1]) != (type(obj),):
+        return None
+    return (copyreg._reconstructor, (type(obj), object, None), *default[2:])
 
 
 # torch's guard pickler (torch's precompile saves a frame's guards and the
@@ -1326,26 +1315,18 @@ def ctx_holds_tensors(ctx: Any) -> bool:
 # guards fail and the frame is traced again, the first new global
 # (``__builtins_dict___0``) collides with a loaded one and the trace crashes
 # (stock too). 2.15 picks a name unbound in the globals
-# (``unique_id_unbound_in``), which ``install_global_unbound`` backports.
+# (``unique_id_unbound_in``), which ``precompile.new_globals.install_global_unbound``
+# backports.
 from torch._dynamo import output_graph as _output_graph  # noqa: E402
 
 INSTALL_GLOBAL_POINT: tuple[Any, str] | None = (
     None if hasattr(_output_graph, "unique_id_unbound_in") else (_output_graph.OutputGraph, "install_global"))
 
 
-def install_global_unbound(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``OutputGraph.install_global`` with a name no global of the frame's
-    module holds yet (2.15's own rule)."""
-    unique_id = _output_graph.unique_id  # what the original names globals with
-
-    def install_global(self: Any, prefix: str, value: Any) -> str:
-        name = unique_id(prefix)
-        while name in self.global_scope:
-            name = unique_id(prefix)
-        self.install_global_unsafe(name, value)
-        return name
-
-    return install_global
+def new_global_name(prefix: str) -> str:
+    """The next name ``OutputGraph.install_global`` would give a new global
+    of ``prefix`` (its process-wide counter)."""
+    return _output_graph.unique_id(prefix)
 
 
 def default_group_source(tx: Any) -> Any:

@@ -26,6 +26,7 @@ records the backends in ``PrecompileContext``, so a later save finds them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -36,7 +37,6 @@ import sys
 import types
 from typing import Any
 
-import filelock
 import torch._dynamo
 from torch._dynamo.codegen import PyCodegen
 from torch._dynamo.convert_frame import ConvertFrameAssert, get_compile_id
@@ -92,26 +92,21 @@ MODULE_LOAD_POINT: tuple[Any, str] | None = (
     (PyCodegen, "create_load_python_module") if hasattr(PyCodegen, "create_load_python_module") else None)
 
 
-def load_module_by_alias(original: Any) -> Any:
-    """``PyCodegen.create_load_python_module`` that, while the frame is
-    recorded into a package, loads the module through a recorded import
-    alias (see ``MODULE_LOAD_POINT``); else torch's own."""
-
-    def create_load_python_module(self: Any, mod: types.ModuleType) -> Any:
-        tx = self.tx
-        package = getattr(tx, "package", None)
-        name = getattr(mod, "__name__", None)
-        if (package is None or getattr(package, "_current_entry", None) is None or not isinstance(name, str)
-                or "torch_package" in name or sys.modules.get(name) is not mod
-                or tx.output.global_scope.get(name.rpartition(".")[2]) is mod):
-            return original(self, mod)
-        alias = f"__import_{name.replace('.', '_dot_')}"
-        if tx.output.global_scope.get(alias, mod) is not mod:
-            return original(self, mod)
-        return self.create_load_global(tx.import_source(name).global_name, add=True)
-
-    create_load_python_module.__wrapped__ = original  # type: ignore[attr-defined]
-    return create_load_python_module
+def module_loaded_by_alias(codegen: Any, mod: types.ModuleType) -> Any | None:
+    """The instruction that loads ``mod`` through a recorded import alias
+    while the frame is recorded into a package (see ``MODULE_LOAD_POINT``),
+    or None where torch's own load stands."""
+    tx = codegen.tx
+    package = getattr(tx, "package", None)
+    name = getattr(mod, "__name__", None)
+    if (package is None or getattr(package, "_current_entry", None) is None or not isinstance(name, str)
+            or "torch_package" in name or sys.modules.get(name) is not mod
+            or tx.output.global_scope.get(name.rpartition(".")[2]) is mod):
+        return None
+    alias = f"__import_{name.replace('.', '_dot_')}"
+    if tx.output.global_scope.get(alias, mod) is not mod:
+        return None
+    return codegen.create_load_global(tx.import_source(name).global_name, add=True)
 
 
 class _CheckerPausedBackend:
@@ -141,54 +136,46 @@ def _checker_paused_backends(backends: Any) -> Any:
     return {k: _CheckerPausedBackend(v) for k, v in backends.items()}
 
 
-class LoadedGuardError(RuntimeError):
-    """A package read from Dynamo's cache could not be installed in this
-    process; torch traces the function afresh."""
+@contextlib.contextmanager
+def installing_here(package: Any, backends: Any) -> Any:
+    """For torch's ``install`` of a saved entry into ``package``: raises
+    where the entry belongs to another function (``_same_function``), binds
+    the function's entry in the module its code runs with, holds only the
+    variants this process can run, and gives the backends to install. The
+    saved guards' values are rebuilt as plain data, never through the
+    caller's torch-function modes: the first call of a frame under
+    spmd_types' checker loads it with the checker on, which would
+    type-check (and refuse) the rebuilt tensors."""
+    _same_function(package)
+    _bind_in_code_module(package)
+    with _only_this_process_variants(package), torch._C.DisableTorchFunction():
+        yield _checker_paused_backends(backends)
 
 
-def install_or_trace(original: Any) -> Any:
-    """``CompilePackage.install`` that, when installing fails with an error
-    torch does not catch or the saved entry belongs to another function
-    (``_same_function``), undoes what it installed, empties the package and
-    raises ``LoadedGuardError``, so ``torch.compile`` traces the function as
-    if its cache held nothing. A ``RuntimeError`` too (an ``SpmdTypeError``
-    of a rebuilt value): torch's own fallback for one initializes the
-    package again, which a package it initialized before the install
-    refuses (``AssertionError`` inside torch.compile)."""
+def undo_install(package: Any) -> None:
+    """Undo what installing a saved entry into ``package`` installed, and
+    leave it a package that holds nothing."""
+    live = _live_codes_with_entries(package)
+    try:
+        package.uninstall()
+        # torch's uninstall resets the function's own code only: a live code
+        # the entry installed on (a method it calls, such as an
+        # autograd.Function's forward resumed after a break) would keep
+        # running loaded bytecode whose resume functions the uninstall just
+        # removed (NameError).
+        for code in live:
+            _reset_precompile_entries(code)
+    finally:
+        # Back to a package that holds nothing: torch's fallback then
+        # initializes it afresh, and would otherwise find the loaded
+        # entries (``_codes``) still there.
+        CompilePackage.__init__(package, None)
 
-    def install(self: Any, backends: Any) -> None:
-        try:
-            _same_function(self)
-            _bind_in_code_module(self)
-            # The saved guards' values are rebuilt as plain data, never
-            # through the caller's torch-function modes: the first call of a
-            # frame under spmd_types' checker loads it with the checker on,
-            # which would type-check (and refuse) the rebuilt tensors.
-            with _only_this_process_variants(self), torch._C.DisableTorchFunction():
-                original(self, _checker_paused_backends(backends))
-        except Exception as e:
-            name = getattr(self._innermost_fn, "__qualname__", self._innermost_fn)
-            live = _live_codes_with_entries(self)
-            try:
-                self.uninstall()
-                # torch's uninstall resets the function's own code only: a
-                # live code the entry installed on (a method it calls, such as
-                # an autograd.Function's forward resumed after a break) would
-                # keep running loaded bytecode whose resume functions the
-                # uninstall just removed (NameError).
-                for code in live:
-                    _reset_precompile_entries(code)
-            finally:
-                # Back to a package that holds nothing: torch's fallback then
-                # initializes it afresh, and would otherwise find the loaded
-                # entries (``_codes``) still there.
-                CompilePackage.__init__(self, None)
-            raise LoadedGuardError(
-                f"dynamo_dist: a saved entry of {name} "
-                f"cannot be loaded in this process ({type(e).__name__}: {e}); it is traced again") from e
 
-    install.__wrapped__ = original  # type: ignore[attr-defined]
-    return install
+def package_function_name(package: Any) -> str:
+    """The qualified name of the function ``package`` is for."""
+    fn = package._innermost_fn
+    return getattr(fn, "__qualname__", str(fn))
 
 
 def _live_codes_with_entries(package: Any) -> list:
@@ -258,26 +245,26 @@ PACKAGE_RECORD_POINT: tuple[Any, str] = (type(DynamoCache), "record_package")
 _RECORDED: dict[str, dict[int, tuple[Any, Any]]] = {}  # key -> id(package) -> (package, newest entry)
 
 
-def record_merged(original: Any) -> Any:
-    """``DynamoCache.record_package`` that records the package's entry merged
-    with the newest entries of the other packages of the same function
-    (see ``PACKAGE_RECORD_POINT``); torch's own where there is nothing to
-    merge or the entries do not fit together."""
+def before_record(package: Any) -> None:
+    """Before torch records ``package``: forget the packages of its function
+    recorded before torch last cleared what it records, and tag the
+    variants traced here since the last record with this process's rank."""
+    key = str(package.source_id)
+    if key not in PrecompileContext._dynamo_cache_entries:  # torch cleared what it recorded: so do we
+        _RECORDED.pop(key, None)
+    tag_new_variants(package._codes.values())
 
-    def record_package(self: Any, package: Any) -> None:
-        key = str(package.source_id)
-        if key not in PrecompileContext._dynamo_cache_entries:  # torch cleared what it recorded: so do we
-            _RECORDED.pop(key, None)
-        tag_new_variants(package._codes.values())
-        original(self, package)
-        recorded = _RECORDED.setdefault(key, {})
-        recorded[id(package)] = (package, package.cache_entry())  # the package held: its id stays its own
-        merged = _merged_entries([entry for _, entry in recorded.values()]) if len(recorded) > 1 else None
-        if merged is not None:
-            PrecompileContext.record_dynamo_cache_entry(cache_entry=merged, key=key)
 
-    record_package.__wrapped__ = original  # type: ignore[attr-defined]
-    return record_package
+def record_with_others(package: Any) -> None:
+    """After torch recorded ``package``: record, under its key, its entry
+    merged with the newest entries of the other packages of the same
+    function, where there are any and they fit together."""
+    key = str(package.source_id)
+    recorded = _RECORDED.setdefault(key, {})
+    recorded[id(package)] = (package, package.cache_entry())  # the package held: its id stays its own
+    merged = _merged_entries([entry for _, entry in recorded.values()]) if len(recorded) > 1 else None
+    if merged is not None:
+        PrecompileContext.record_dynamo_cache_entry(cache_entry=merged, key=key)
 
 
 def _merged_entries(entries: list[Any]) -> Any | None:
@@ -346,7 +333,7 @@ def _merged_entries(entries: list[Any]) -> Any | None:
 #   torch or GPU, a source file that changed since) or that does not fit
 #   together with the new one (another function of the same key, a name
 #   bound two ways) is replaced, as torch replaces it;
-# - installing a package (``install_or_trace``) installs the variants of
+# - installing a package (``precompile.packages.install_or_trace``) installs the variants of
 #   this process's rank only (``_only_this_process_variants``), so a call
 #   checks no other rank's guards; the package keeps the others, so what
 #   this process saves still holds them.
@@ -359,7 +346,6 @@ def _merged_entries(entries: list[Any]) -> Any | None:
 VARIANT_RANK = "_dynamo_dist_rank"
 _UNTAGGED = object()
 ENTRY_WRITE_POINT: tuple[Any, str] = (DiskDynamoStore, "_write_to_local_cache")
-ENTRY_LOCK_S = 120.0  # the longest a write waits for another process's write of the same entry
 
 
 def tag_new_variants(code_entries: Any) -> None:
@@ -464,30 +450,21 @@ def merged_with_saved(saved: Any, new: Any) -> Any | None:
     return PrecompileCacheEntry(dynamo, {b: backends[b] for c in codes for b in c.backend_ids})
 
 
-def write_merged(original: Any) -> Any:
-    """``DiskDynamoStore._write_to_local_cache`` that merges the entry it
-    writes with the one already at its path (see above)."""
-
-    def _write_to_local_cache(self: Any, pickled_content: bytes, path: str) -> None:
-        prefix = self.path_prefix()
-        where = os.path.join(prefix, path) if prefix else path
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
-            lock = filelock.FileLock(f"{where}.lock", timeout=ENTRY_LOCK_S)
-            lock.acquire()
-        except Exception as e:  # no lock (a read-only dir, a slow writer): torch's own write
-            log.warning("dynamo_dist: writing Dynamo's entry %s without merging it with the saved one: %s", where, e)
-            return original(self, pickled_content, path)
-        try:
-            return original(self, _merged_content(where, pickled_content), path)
-        finally:
-            lock.release()
-
-    _write_to_local_cache.__wrapped__ = original  # type: ignore[attr-defined]
-    return _write_to_local_cache
+def make_parent_dir(where: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
 
 
-def _merged_content(where: str, pickled_content: bytes) -> bytes:
+def entry_path(store: Any, path: str) -> str:
+    """Where ``DiskDynamoStore._write_to_local_cache`` writes the entry at
+    ``path`` (under the store's prefix)."""
+    prefix = store.path_prefix()
+    return os.path.join(prefix, path) if prefix else path
+
+
+def merged_content(where: str, pickled_content: bytes) -> bytes:
+    """The pickled entry to write at ``where``: ``pickled_content`` merged
+    with the entry already there (``merged_with_saved``), or as it is where
+    there is none, it does not load or the two do not fit together."""
     try:
         with open(os.path.join(where, "entry"), "rb") as f:
             saved = pickle.load(f)

@@ -41,13 +41,14 @@ each release come from ``_compat``):
   plugin guard in its saved form (a picklable description the loading
   process checks against its own objects); a frame with a guard that has
   none is declined (a package bypass, or ``PackageError`` under
-  ``aot_compile``).
+  ``aot_compile``) (``precompile/saved_guards.py``).
 - ``CompilePackage.install`` (``C.packages.PACKAGE_INSTALL_POINT``): a
   package read from Dynamo's cache whose saved guards cannot be rebuilt in
   this process (an error other than the RuntimeError torch catches) is
   undone and the function traced afresh, where stock crashes inside
   ``torch.compile``; the package's own function is bound in the module of
-  its code's globals, not its ``__module__`` (a ``functools.wraps`` wrapper).
+  its code's globals, not its ``__module__`` (a ``functools.wraps`` wrapper)
+  (``precompile/packages.py``, as the next three).
 - ``DynamoCache.record_package`` (``C.packages.PACKAGE_RECORD_POINT``): the
   entry torch records for saving holds the variants of every live package
   of the same function (one function compiled through several
@@ -64,7 +65,8 @@ each release come from ``_compat``):
 - ``GuardsStatePickler._unpickle_fsdp_module_type``
   (``C.dynamo.FSDP_TYPE_UNPICKLE_POINT``): a saved guard on an FSDP2 module's class
   loads before ``fully_shard`` made that class: the class is made then, as
-  ``fully_shard`` makes it, and ``fully_shard`` takes it later.
+  ``fully_shard`` makes it, and ``fully_shard`` takes it later
+  (``precompile/fsdp.py``, as the next).
 - ``GuardsStatePickler.reducer_override`` (``C.dynamo.FSDP_MODULE_PICKLE_POINT``):
   a saved FSDP2 module loads with its FSDP class (pickle's default rebuilds
   it through ``FSDPModule.__new__``, which gives the original class), so the
@@ -75,7 +77,8 @@ each release come from ``_compat``):
   frame resumed inside its ``forward``, a process group a guard reads.
 - ``OutputGraph.install_global`` (``C.dynamo.INSTALL_GLOBAL_POINT``, 2.11-2.14):
   a new global's name is one the module does not hold yet, so a frame
-  loaded by torch's precompile whose guards fail can be traced again.
+  loaded by torch's precompile whose guards fail can be traced again
+  (``precompile/new_globals.py``).
 - The AOTAutograd fixes (``aot/``): outputs that are views of DTensor
   inputs (``gen_alias_from_base``); on 2.12 / 2.13, where a checkpointed
   random op's RNG state is saved (``functionalize_rng_ops``); a DTensor
@@ -115,7 +118,7 @@ from typing import Any
 
 from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
-from ..precompile import guard_state
+from ..precompile import fsdp, guard_state, new_globals, packages, saved_guards
 from ..guards import dtensor as dtensor_guard
 from .. import tracked_types
 from ..variables import dtensor, grad_fn, identity, modes, spmd
@@ -179,27 +182,27 @@ def _patch(p: Patches) -> None:
         p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
     p.set(*C.dynamo.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
     owner, name = C.dynamo.GUARD_SERIALIZATION_POINT
-    p.set(owner, name, C.dynamo.save_plugin_guards(getattr(owner, name)))
+    p.set(owner, name, saved_guards.save_plugin_guards(getattr(owner, name)))
     owner, name = C.packages.PACKAGE_INSTALL_POINT
-    p.set(owner, name, C.packages.install_or_trace(getattr(owner, name)))
+    p.set(owner, name, packages.install_or_trace(getattr(owner, name)))
     owner, name = C.packages.PACKAGE_RECORD_POINT
-    p.set(owner, name, C.packages.record_merged(getattr(owner, name)))
+    p.set(owner, name, packages.record_merged(getattr(owner, name)))
     owner, name = C.packages.ENTRY_WRITE_POINT
-    p.set(owner, name, C.packages.write_merged(getattr(owner, name)))
+    p.set(owner, name, packages.write_merged(getattr(owner, name)))
     if C.packages.MODULE_LOAD_POINT is not None:
         owner, name = C.packages.MODULE_LOAD_POINT
-        p.set(owner, name, C.packages.load_module_by_alias(getattr(owner, name)))
+        p.set(owner, name, packages.load_module_by_alias(getattr(owner, name)))
     if C.dynamo.FSDP_TYPE_UNPICKLE_POINT is not None:
         owner, name = C.dynamo.FSDP_TYPE_UNPICKLE_POINT
-        p.set(owner, name, C.dynamo.fsdp_type_made_on_load(owner.__dict__[name]))
+        p.set(owner, name, fsdp.fsdp_type_made_on_load(owner.__dict__[name]))
     if C.dynamo.FSDP_MODULE_PICKLE_POINT is not None:
         owner, name = C.dynamo.FSDP_MODULE_PICKLE_POINT
-        p.set(owner, name, C.dynamo.fsdp_module_keeps_class(getattr(owner, name)))
+        p.set(owner, name, fsdp.fsdp_module_keeps_class(getattr(owner, name)))
     owner, name = C.dynamo.GUARD_STATE_PICKLE_POINT
     p.set(owner, name, guard_state.saved_by_the_plugin(getattr(owner, name)))
     if C.dynamo.INSTALL_GLOBAL_POINT is not None:
         owner, name = C.dynamo.INSTALL_GLOBAL_POINT
-        p.set(owner, name, C.dynamo.install_global_unbound(getattr(owner, name)))
+        p.set(owner, name, new_globals.install_global_unbound(getattr(owner, name)))
     owner, name = C.dynamo.BACKEND_CALL_POINT
     p.set(owner, name, _checker_paused_at_run_time(getattr(owner, name)))
     p.set_item(C.spmd.ON_LOADED, "runtime frames", _skip_spmd_runtime_frames)

@@ -483,3 +483,20 @@ def test_devtools_reads_torch_only_through_observe():
                 if f"{PACKAGE}.{BOUNDARY}" in name and not name.startswith(f"{PACKAGE}.{BOUNDARY}.observe"):
                     offences.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} imports {name}")
     assert not offences, "\n".join(offences)
+
+
+def test_no_compat_function_wraps_an_original():
+    """A fix of torch (a function that takes torch's ``original`` and returns
+    its replacement, as ``_hooks`` installs it) lives in its concern's
+    package (``aot/``, ``precompile/``, ``guards/``...); ``_compat`` holds
+    the facts and accessors those fixes use, never a wrapper."""
+    offences = []
+    for name, tree in TREES.items():
+        if not name.startswith(f"{PACKAGE}.{BOUNDARY}"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+                if "original" in params:
+                    offences.append(f"{name}:{node.lineno} {node.name}(original, ...)")
+    assert not offences, "wrappers of torch's functions inside _compat:\n" + "\n".join(offences)
