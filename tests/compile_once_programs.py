@@ -23,7 +23,6 @@ import gc
 import logging
 import multiprocessing as mp
 import os
-import queue
 import time
 import traceback
 from typing import Any, Callable
@@ -39,6 +38,7 @@ from dynamo_dist._compat import caches as compat_caches
 from dynamo_dist import compile_once
 from dynamo_dist.diagnostics.explain import explaining
 from dynamo_dist.testing import make_mesh
+from dynamo_dist.worlds.spawned import gather_answers, start_ranks, stop_ranks
 
 KILLED = 17  # the exit code of a rank killed mid-compile
 
@@ -66,35 +66,11 @@ def spawn_world(fn: Callable[..., Any], world: int, *args: Any, timeout: float =
     out = ctx.Queue()
     server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     port = server.port
-    procs = [ctx.Process(target=_rank_main, args=(fn, r, world, port, args, out), daemon=True)
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    results: dict[int, Any] = {}
-    deadline = time.monotonic() + timeout
+    procs = start_ranks(ctx, _rank_main, world, lambda r: (fn, r, world, port, args, out))
     try:
-        while len(results) < world:
-            died = {r: ("exit", p.exitcode) for r, p in enumerate(procs)
-                    if r not in results and p.exitcode not in (None, 0)}
-            if len(results) + len(died) == world and out.empty():
-                results.update(died)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} gave no answer "
-                                   f"in {timeout} s")
-            try:
-                rank, ok, value = out.get(timeout=1)
-            except queue.Empty:
-                continue
-            if not ok:
-                raise RuntimeError(f"rank {rank} failed:\n{value}")
-            results[rank] = value
+        return gather_answers(out, procs, timeout, deaths=True)
     finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-    return results
+        stop_ranks(procs, grace=10)
 
 
 class StrikeOnce(CustomGraphPass):

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from typing import Any, Callable
 
 import torch
@@ -52,6 +53,7 @@ from devtools import PLUGIN, STOCK, error_line
 from devtools.clients import run_driver
 from dynamo_dist.demo.models import build_model, local_input, make_input
 from dynamo_dist.worlds import run_in_world
+from dynamo_dist.worlds.spawned import gather_answers, start_ranks, stop_ranks
 from . import _timing as T
 from ._models import model_config, train_step
 from ._timing import Task
@@ -263,6 +265,14 @@ def _simulated_rank(rank: int, port: int, processes: int, keys: int, compile_s: 
     store.add("ready", 1)
     while int(store.add("ready", 0)) < processes:  # start together: the imports are not the protocol
         time.sleep(0.01)
+    try:
+        out.put((rank, True, _simulated_claims(store, rank, processes, keys, compile_s, payload)))
+    except BaseException:
+        out.put((rank, False, traceback.format_exc()))
+
+
+def _simulated_claims(store: Any, rank: int, processes: int, keys: int, compile_s: float,
+                      payload: int) -> list[dict[str, Any]]:
     node = JobStore(store, "sim", rank, wait_s=600.0, stale_s=30.0, world=processes)
     record = []
     for k in range(keys):
@@ -276,7 +286,7 @@ def _simulated_rank(rank: int, port: int, processes: int, keys: int, compile_s: 
             assert outcome.decision is Decision.LOAD, outcome
             record.append({"key": k, "compiled": False, "loaded": time.time(), "waited_s": outcome.waited_s,
                            "bytes": len(outcome.payload or b"")})
-    out.put((rank, record))
+    return record
 
 
 def measure_coordination(processes: int, keys: int, compile_s: float, payload: int,
@@ -288,22 +298,14 @@ def measure_coordination(processes: int, keys: int, compile_s: float, payload: i
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch.distributed", "dynamo_dist.compile_once.store", __name__])
     out = ctx.Queue()
-    procs = [ctx.Process(target=_simulated_rank, args=(r, server.port, processes, keys, compile_s, payload, out),
-                         daemon=True) for r in range(processes)]
     progress(f"{processes} processes starting")
-    for p in procs:
-        p.start()
+    procs = start_ranks(ctx, _simulated_rank, processes,
+                        lambda r: (r, server.port, processes, keys, compile_s, payload, out))
     start = time.monotonic()
-    records = {}
     try:
-        for _ in range(processes):
-            rank, record = out.get(timeout=600)
-            records[rank] = record
+        records = gather_answers(out, procs, 600, what="simulated ranks")
     finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
+        stop_ranks(procs, grace=30)
     wall = time.monotonic() - start
     per_key = []
     for k in range(keys):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from .spawned import _free_port, _rank_main
+from .spawned import _free_port, _rank_main, start_ranks, stop_ranks
 
 
 def _serve(commands: list[Any], results: Any) -> str:
@@ -51,14 +51,9 @@ class GlooPool:
         self._results = ctx.Queue()
         self._final = ctx.Queue()
         port = _free_port()
-        self._procs = [
-            ctx.Process(target=_rank_main,
-                        args=(_serve, r, self.world_size, port, (self._commands, self._results), self._final),
-                        daemon=True)
-            for r in range(self.world_size)
-        ]
-        for p in self._procs:
-            p.start()
+        self._procs = start_ranks(ctx, _rank_main, self.world_size,
+                                  lambda r: (_serve, r, self.world_size, port, (self._commands, self._results),
+                                             self._final))
 
     def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``fn(*args)`` on every rank (``fn`` picklable, module-level);
@@ -89,11 +84,7 @@ class GlooPool:
         if not kill:
             for q in self._commands:
                 q.put(None)
-        for p in self._procs:
-            p.join(timeout=0 if kill else 30)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=10)
+        stop_ranks(self._procs, grace=0 if kill else 30)
         self._procs = []
 
     def __enter__(self) -> "GlooPool":

@@ -5,7 +5,9 @@ slow part: do many checks per call."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import queue
 import socket
+import time
 import traceback
 from typing import Any, Callable
 
@@ -17,6 +19,66 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class RankFailed(RuntimeError):
+    """A rank raised: its traceback is in the message (and ``traceback``)."""
+
+    def __init__(self, rank: int, traceback_text: str, answered: int = 0) -> None:
+        super().__init__(f"rank {rank} failed:\n{traceback_text}")
+        self.rank, self.traceback, self.answered = rank, traceback_text, answered
+
+
+def start_ranks(ctx: Any, target: Callable[..., None], count: int, args_of: Callable[[int], tuple]) -> list[Any]:
+    """``count`` daemon processes of ``ctx`` running ``target(*args_of(rank))``, started."""
+    procs = [ctx.Process(target=target, args=args_of(r), daemon=True) for r in range(count)]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def gather_answers(out: Any, procs: list[Any], timeout: float, what: str = "ranks",
+                   deaths: bool = False) -> dict[int, Any]:
+    """The ``(rank, ok, value)`` answers of ``procs`` on the queue ``out``:
+    ``{rank: value}``; raises ``RankFailed`` for a rank that raised and
+    ``TimeoutError`` (naming the silent ranks and ``what`` they are) when no
+    answer came within ``timeout`` seconds of the start or of the answer
+    before. With ``deaths``, a process that exits without answering counts
+    as ``("exit", code)``."""
+    answers: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    while len(answers) < len(procs):
+        if deaths:
+            died = {r: ("exit", p.exitcode) for r, p in enumerate(procs)
+                    if r not in answers and p.exitcode not in (None, 0)}
+            if len(answers) + len(died) == len(procs) and out.empty():
+                answers.update(died)
+                break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{what} {sorted(set(range(len(procs))) - set(answers))} gave no answer "
+                               f"in {timeout} s")
+        try:
+            rank, ok, value = out.get(timeout=min(left, 1.0) if deaths else left)
+        except queue.Empty:
+            continue
+        if not ok:
+            raise RankFailed(rank, value, len(answers))
+        answers[rank] = value
+        deadline = time.monotonic() + timeout
+    return answers
+
+
+def stop_ranks(procs: list[Any], grace: float = 30, kill: bool = False) -> None:
+    """Join each process, killing one still alive after ``grace`` seconds
+    (at once with ``kill``)."""
+    for p in procs:
+        if kill:
+            p.kill()
+        p.join(timeout=grace)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=10)
 
 
 def leave_world(finished: bool) -> None:
@@ -65,31 +127,17 @@ def _run_once(ctx: Any, fn: Callable[..., Any], world_size: int, args: tuple, ti
     when rank 0 found the port taken (and this is not the last attempt)."""
     out = ctx.Queue()
     port = _free_port()
-    procs = [
-        ctx.Process(target=_rank_main, args=(fn, r, world_size, port, args, out, backend), daemon=True)
-        for r in range(world_size)
-    ]
-    for p in procs:
-        p.start()
-    results: dict[int, Any] = {}
+    procs = start_ranks(ctx, _rank_main, world_size, lambda r: (fn, r, world_size, port, args, out, backend))
     taken = False
     try:
-        for _ in range(world_size):
-            rank, ok, value = out.get(timeout=timeout)
-            if not ok:
-                if not last and not results and _port_taken(value):
-                    taken = True
-                    return None
-                raise RuntimeError(f"rank {rank} failed:\n{value}")
-            results[rank] = value
+        return gather_answers(out, procs, timeout)
+    except RankFailed as e:
+        if not last and not e.answered and _port_taken(e.traceback):
+            taken = True
+            return None
+        raise
     finally:
-        for p in procs:
-            if taken:
-                p.kill()  # the others wait to reach a store that is not theirs
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    return results
+        stop_ranks(procs, kill=taken)  # a taken port: the others wait to reach a store that is not theirs
 
 
 def run_in_world(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300,
