@@ -1022,11 +1022,11 @@ def _saved_override_guard(builder: Any, guard: Any) -> Any:
 # (a type that does not import by its name keeps torch's form, and so does
 # a guard on a module, class or function, or on a dict: see below).
 def _module_read(guard: Any, output_graph: Any) -> str | None:
-    """The kind of a torch guard on a value reached through a module global
+    """The name of the builder of a torch guard on a value reached through a module global
     that the plugin saves in its own form, or None."""
     fn = guard.create_fn
-    kind = getattr(getattr(fn, "func", fn), "__name__", None)
-    if kind not in _SAVED_MODULE_READS:
+    builder_name = getattr(getattr(fn, "func", fn), "__name__", None)
+    if builder_name not in _SAVED_MODULE_READS:
         return None
     source = guard.originating_source
     while getattr(source, "base", None) is not None:
@@ -1035,7 +1035,7 @@ def _module_read(guard: Any, output_graph: Any) -> str | None:
     scope = getattr(output_graph, "global_scope", None) or {}
     through_module = isinstance(name, str) and source is not guard.originating_source and isinstance(
         scope.get(name), types.ModuleType)
-    return kind if through_module else None
+    return builder_name if through_module else None
 
 
 def constant_check(value: Any) -> Callable[[Any], bool]:
@@ -1140,10 +1140,10 @@ _SAVED_MODULE_READS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def _saved_module_read_guard(builder: Any, guard: Any, kind: str) -> Any:
+def _saved_module_read_guard(builder: Any, guard: Any, builder_name: str) -> Any:
     """The guard in its saved form, or None (torch's form is kept)."""
     try:
-        saved = _SAVED_MODULE_READS[kind](builder, guard)
+        saved = _SAVED_MODULE_READS[builder_name](builder, guard)
     except Exception:  # a source the builder cannot read here: torch's own form
         return None
     if saved is None:
@@ -1170,8 +1170,8 @@ def saved_guards(builder: Any, sorted_guards: Any, output_graph: Any) -> tuple[l
                 if saved is None:
                     overrides.append(guard.name)
                 guard = saved or guard
-            elif (kind := _module_read(guard, output_graph)) is not None:
-                guard = _saved_module_read_guard(builder, guard, kind) or guard
+            elif (builder_name := _module_read(guard, output_graph)) is not None:
+                guard = _saved_module_read_guard(builder, guard, builder_name) or guard
             kept.append(guard)
             continue
         try:

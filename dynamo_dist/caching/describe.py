@@ -283,50 +283,50 @@ class _Describer:
     # -- values --
 
     def value(self, value: Any) -> tuple:
-        kind = type(value)
-        if kind in PLAIN:
-            return (kind.__name__, repr(value))
+        cls = type(value)
+        if cls in PLAIN:
+            return (cls.__name__, repr(value))
         if value is Ellipsis:
             return ("Ellipsis",)
-        if isinstance(value, TORCH_VALUES) or kind is torch.Size:
+        if isinstance(value, TORCH_VALUES) or cls is torch.Size:
             return ("torch value", constant_identity(value))
         if tracked_types.find(value) is not None:
             identity = constant_identity(value)
             if identity is None:
-                raise self._refuse(f"a {kind.__qualname__} with no stable identity (a user placement?)")
+                raise self._refuse(f"a {cls.__qualname__} with no stable identity (a user placement?)")
             return ("distributed", identity)
         if isinstance(value, C.caches.OP_TYPES):
             return ("op", C.caches.op_name(value))
         if isinstance(value, enum.Enum):
-            return ("enum", self.value(kind), value.name)
-        if kind is tuple:  # immutable: never part of a cycle by itself
+            return ("enum", self.value(cls), value.name)
+        if cls is tuple:  # immutable: never part of a cycle by itself
             return ("tuple", *self._items(value))
-        if kind is frozenset:
+        if cls is frozenset:
             return ("frozenset", *sorted(self._items(value), key=repr))
-        if kind is list:
+        if cls is list:
             return self._once(value, lambda: ("list", *self._items(value)))
-        if kind is set:
+        if cls is set:
             return self._once(value, lambda: ("set", *sorted(self._items(value), key=repr)))
-        if kind is dict:
+        if cls is dict:
             return self._once(value, lambda: ("dict", *self._pairs(value)))
-        if kind is functools.partial:
+        if cls is functools.partial:
             return self._once(value, lambda: self._partial(value))
-        if kind is types.MethodType:
+        if cls is types.MethodType:
             return self._once(value, lambda: self._method(value))
-        if kind is types.FunctionType:
+        if cls is types.FunctionType:
             if _qualified_name(value) in _PURE_TORCH_FUNCTIONS and _importable_as_itself(value):
                 return ("torch function", _qualified_name(value))
             return self._once(value, lambda: self._function(value))
-        if kind is types.BuiltinFunctionType:
+        if cls is types.BuiltinFunctionType:
             return self._builtin(value)
         if isinstance(value, type):
             return self._once(value, lambda: self.cls(value))
-        if dataclasses.is_dataclass(kind):
+        if dataclasses.is_dataclass(cls):
             return self._once(value, lambda: self._dataclass_instance(value))
-        if kind is types.ModuleType:
+        if cls is types.ModuleType:
             raise self._refuse(f"the module {value.__name__} used as a value (only attributes read from it "
                                "can be described)")
-        raise self._refuse(f"a {_qualified_name(kind)} object, which has no description")
+        raise self._refuse(f"a {_qualified_name(cls)} object, which has no description")
 
     def _items(self, values: Any) -> list[tuple]:
         out = []

@@ -36,9 +36,9 @@ def rows() -> list[tuple[Any, str, Any]]:
         (aot, "save", staticmethod(_publishing(aot.__dict__["save"].__func__, AOT))),
         (fx, "_save_graph", staticmethod(_publishing(fx.__dict__["_save_graph"].__func__, FX))),
     ]
-    for owner, kind in ((aot, AOT), (fx, FX)):
+    for owner, artifact in ((aot, AOT), (fx, FX)):
         out.append((owner, "_record_result", classmethod(_noting_hits(owner.__dict__["_record_result"].__func__,
-                                                                      kind))))
+                                                                      artifact))))
     out += [(owner, name, _in_scope(getattr(owner, name))) for owner, name in C.caches.compile_scope_points()]
     owner, name = C.packages.FRAME_CONVERSION_POINT
     out.append((owner, name, frames.shipped_frames(getattr(owner, name))))
@@ -48,14 +48,14 @@ def rows() -> list[tuple[Any, str, Any]]:
     return out
 
 
-def _coordinated_lookup(lookup: Callable[..., Any], kind: str, hit: Callable[[Any], bool]) -> Callable[..., Any]:
+def _coordinated_lookup(lookup: Callable[..., Any], artifact: str, hit: Callable[[Any], bool]) -> Callable[..., Any]:
     def coordinated(key: str, *args: Any, **kwargs: Any) -> Any:
         again = functools.partial(lookup, key, *args, **kwargs)
         with protocol.quiet_lookups():
             found = again()
         if hit(found):
             return found
-        loaded = protocol.after_miss(kind, key, again, hit)
+        loaded = protocol.after_miss(artifact, key, again, hit)
         return loaded if loaded is not None else found
 
     return coordinated
@@ -76,24 +76,24 @@ def _claimed_lowers_backward_at_once(try_load: Callable[..., Any]) -> Callable[.
     return load
 
 
-def _publishing(save: Callable[..., Any], kind: str) -> Callable[..., Any]:
+def _publishing(save: Callable[..., Any], artifact: str) -> Callable[..., Any]:
     def saved(key: str, *args: Any, **kwargs: Any) -> Any:
         out = save(key, *args, **kwargs)
-        if kind == FX:
+        if artifact == FX:
             protocol.fx_key_touched(key)
-        protocol.saved(kind, key)
+        protocol.saved(artifact, key)
         return out
 
     return saved
 
 
-def _noting_hits(record: Callable[..., Any], kind: str) -> Callable[..., Any]:
+def _noting_hits(record: Callable[..., Any], artifact: str) -> Callable[..., Any]:
     def record_result(cls: Any, key: str, local_hit: bool, local_miss: bool, remote_hit: bool,
                       remote_miss: bool) -> Any:
         if local_hit or remote_hit:
-            if kind == FX:
+            if artifact == FX:
                 protocol.fx_key_touched(key)
-            protocol.record_hit(kind, key, remote=remote_hit)
+            protocol.record_hit(artifact, key, remote=remote_hit)
         return record(cls, key, local_hit, local_miss, remote_hit, remote_miss)
 
     return record_result

@@ -47,7 +47,7 @@ COMPILED_AFTER = "compiled here: {reason}"
 
 @dataclasses.dataclass(eq=False)
 class _Claim:
-    kind: str
+    artifact: str
     key: str
     mark: Any  # C.caches.artifact_mark() when claimed
     fx_keys: set[str] = dataclasses.field(default_factory=set)
@@ -93,9 +93,9 @@ def reset_stats() -> None:
     _stats.clear()
 
 
-def _warn_once(kind: str, message: str) -> None:
-    if kind not in _warned:
-        _warned.add(kind)
+def _warn_once(topic: str, message: str) -> None:
+    if topic not in _warned:
+        _warned.add(topic)
         log.warning("dynamo_dist: %s", message)
 
 
@@ -139,25 +139,25 @@ def _job_store() -> JobStore:
     return job
 
 
-def _emit(kind: str, key: str, source: str, **extra: Any) -> None:
-    payload = {"level": kind, "key": key, "source": source, **extra}
+def _emit(artifact: str, key: str, source: str, **extra: Any) -> None:
+    payload = {"level": artifact, "key": key, "source": source, **extra}
     C.caches.trace_artifact(TRACE_ARTIFACT, lambda: json.dumps(payload))
 
 
-def record_hit(kind: str, key: str, remote: bool) -> None:
+def record_hit(artifact: str, key: str, remote: bool) -> None:
     """A lookup hit the local or the remote cache (no coordination needed)."""
     if _local.loading:
         return
     _stats["remote_hits" if remote else "local_hits"] += 1
-    _emit(kind, key, REMOTE_HIT if remote else LOCAL_HIT)
+    _emit(artifact, key, REMOTE_HIT if remote else LOCAL_HIT)
 
 
 # -- a lookup that missed ------------------------------------------------------------
-def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
+def after_miss(artifact: str, key: str, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
     """What a lookup of ``key`` that missed locally and remotely returns:
     ``None``-like (``lookup_again``'s miss) when this rank compiles, else the
     hit ``lookup_again`` finds after loading another rank's artifacts."""
-    if kind == FX and (_local.quiet or _local.aot_claim is not None):
+    if artifact == FX and (_local.quiet or _local.aot_claim is not None):
         if _local.aot_claim is not None:
             _local.aot_claim.fx_keys.add(key)
         return None
@@ -168,17 +168,17 @@ def after_miss(kind: str, key: str, lookup_again: Callable[[], Any], hit: Callab
     if outcome is None:
         return None
     if outcome.decision is Decision.COMPILE:
-        claim = _Claim(kind, key, C.caches.artifact_mark())
+        claim = _Claim(artifact, key, C.caches.artifact_mark())
         _local.scopes[-1].claims.append(claim)
-        if kind == AOT:
+        if artifact == AOT:
             _local.aot_claim = claim
         return None
     if outcome.decision is Decision.LOAD:
-        found = _load(kind, key, outcome, lookup_again, hit)
+        found = _load(artifact, key, outcome, lookup_again, hit)
         if found is not None:
             return found
     else:
-        compiled_after_waiting(kind, key, outcome)
+        compiled_after_waiting(artifact, key, outcome)
     return None
 
 
@@ -196,15 +196,15 @@ def claim_or_wait(key: str) -> Outcome | None:
     return outcome
 
 
-def compiled_after_waiting(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+def compiled_after_waiting(artifact: str, key: str, outcome: Outcome, **extra: Any) -> None:
     """No artifacts came for ``key`` (the claiming rank abandoned it, went
     silent or took too long): this rank compiles it."""
     _stats["compiled_here"] += 1
-    _emit(kind, key, COMPILED_AFTER.format(reason=outcome.reason), waited_s=round(outcome.waited_s, 3), **extra)
+    _emit(artifact, key, COMPILED_AFTER.format(reason=outcome.reason), waited_s=round(outcome.waited_s, 3), **extra)
     _warn_once(f"local:{outcome.reason}", f"compiling a graph here after waiting for another rank: {outcome.reason}")
 
 
-def unpack(kind: str, key: str, outcome: Outcome, **extra: Any) -> bytes | None:
+def unpack(artifact: str, key: str, outcome: Outcome, **extra: Any) -> bytes | None:
     """The artifacts another rank published for ``key``, its kernels
     installed here, or None (warned once, counted) when they are refused."""
     assert outcome.payload is not None
@@ -213,49 +213,50 @@ def unpack(kind: str, key: str, outcome: Outcome, **extra: Any) -> bytes | None:
         kernels.install(files)
         return artifacts
     except Exception as e:
-        refused(kind, key, outcome, e, **extra)
+        refused(artifact, key, outcome, e, **extra)
         return None
 
 
-def refused(kind: str, key: str, outcome: Outcome, error: BaseException, **extra: Any) -> None:
+def refused(artifact: str, key: str, outcome: Outcome, error: BaseException, **extra: Any) -> None:
     """The artifacts rank ``outcome.source_rank`` sent could not be used here."""
     why = (str(error) if isinstance(error, bundles.BundleError)
            else f"loading them failed ({type(error).__name__}: {error})")
     _warn_once(f"refused:{type(error).__name__}", f"refused the compiled artifacts rank {outcome.source_rank} sent "
                f"for a graph: {why}; compiling it here")
     _stats["compiled_here"] += 1
-    _emit(kind, key, COMPILED_AFTER.format(reason=f"the artifacts from rank {outcome.source_rank} were refused: "
+    _emit(artifact, key, COMPILED_AFTER.format(reason=f"the artifacts from rank {outcome.source_rank} were refused: "
                                            f"{why}"), **extra)
 
 
-def not_matching(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+def not_matching(artifact: str, key: str, outcome: Outcome, **extra: Any) -> None:
     """What rank ``outcome.source_rank`` sent loaded, but its guards do not pass here."""
     _stats["compiled_here"] += 1
-    _emit(kind, key, COMPILED_AFTER.format(reason=f"the entry rank {outcome.source_rank} sent does not "
+    _emit(artifact, key, COMPILED_AFTER.format(reason=f"the entry rank {outcome.source_rank} sent does not "
                                            "match here (its guards)"), source_rank=outcome.source_rank, **extra)
 
 
-def loaded(kind: str, key: str, outcome: Outcome, **extra: Any) -> None:
+def loaded(artifact: str, key: str, outcome: Outcome, **extra: Any) -> None:
     assert outcome.payload is not None
-    _stats["frames_loaded" if kind == FRAME else "loaded"] += 1
+    _stats["frames_loaded" if artifact == FRAME else "loaded"] += 1
     _stats[f"via_{outcome.via}"] += 1
     _stats[f"bytes_via_{outcome.via}"] += len(outcome.payload)
     _stats["bytes_loaded"] += len(outcome.payload)
     source = LOADED.format(rank=outcome.source_rank)
     if outcome.via in VIA_WORDS:
         source = f"{source} {VIA_WORDS[outcome.via]}"
-    _emit(kind, key, source, waited_s=round(outcome.waited_s, 3), bytes=len(outcome.payload),
+    _emit(artifact, key, source, waited_s=round(outcome.waited_s, 3), bytes=len(outcome.payload),
           source_rank=outcome.source_rank, via=outcome.via, **extra)
 
 
-def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any], hit: Callable[[Any], bool]) -> Any:
-    artifacts = unpack(kind, key, outcome)
+def _load(artifact: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any],
+          hit: Callable[[Any], bool]) -> Any:
+    artifacts = unpack(artifact, key, outcome)
     if artifacts is None:
         return None
     try:
         C.caches.load_artifacts(artifacts)
     except Exception as e:
-        refused(kind, key, outcome, e)
+        refused(artifact, key, outcome, e)
         return None
     _local.loading = True
     try:
@@ -264,9 +265,9 @@ def _load(kind: str, key: str, outcome: Outcome, lookup_again: Callable[[], Any]
     finally:
         _local.loading = False
     if not hit(found):
-        not_matching(kind, key, outcome)
+        not_matching(artifact, key, outcome)
         return None
-    loaded(kind, key, outcome)
+    loaded(artifact, key, outcome)
     return found
 
 
@@ -278,13 +279,13 @@ def _store_failed(error: StoreError) -> None:
 
 
 # -- the compiling rank --------------------------------------------------------------
-def claimed_here(kind: str, key: str) -> bool:
+def claimed_here(artifact: str, key: str) -> bool:
     """This rank claimed ``key`` and its compile is running."""
-    return _claim(kind, key) is not None
+    return _claim(artifact, key) is not None
 
 
-def _claim(kind: str, key: str) -> _Claim | None:
-    return next((c for scope in _local.scopes for c in scope.claims if c.kind == kind and c.key == key), None)
+def _claim(artifact: str, key: str) -> _Claim | None:
+    return next((c for scope in _local.scopes for c in scope.claims if c.artifact == artifact and c.key == key), None)
 
 
 def fx_key_touched(key: str) -> None:
@@ -293,23 +294,23 @@ def fx_key_touched(key: str) -> None:
         _local.aot_claim.fx_keys.add(key)
 
 
-def saved(kind: str, key: str) -> None:
+def saved(artifact: str, key: str) -> None:
     """The cache saved ``key``: publish it if this rank claimed it."""
-    claim = _claim(kind, key)
+    claim = _claim(artifact, key)
     if claim is None:
         return
     _close(claim)
-    wanted = {(C.caches.AOT_ARTIFACT if kind == AOT else C.caches.FX_ARTIFACT, key)}
+    wanted = {(C.caches.AOT_ARTIFACT if artifact == AOT else C.caches.FX_ARTIFACT, key)}
     wanted |= {(C.caches.FX_ARTIFACT, fx) for fx in claim.fx_keys}
     try:
         artifacts = C.caches.serialize_artifacts(C.caches.artifacts_since(claim.mark, wanted))
     except Exception as e:  # nothing to send: the waiters compile themselves
         _abandon(claim, f"its artifacts could not be serialized ({type(e).__name__}: {e})")
         return
-    publish(kind, key, artifacts, claim.started, claim.started_at)
+    publish(artifact, key, artifacts, claim.started, claim.started_at)
 
 
-def publish(kind: str, key: str, artifacts: bytes, started: float, started_at: float, **extra: Any) -> None:
+def publish(artifact: str, key: str, artifacts: bytes, started: float, started_at: float, **extra: Any) -> None:
     """Send what this rank compiled for the ``key`` it claimed (at
     ``time.monotonic()`` ``started``, ``time.time()`` ``started_at``), with
     the kernels it built since, to the ranks that wait for it."""
@@ -320,10 +321,10 @@ def publish(kind: str, key: str, artifacts: bytes, started: float, started_at: f
     except StoreError as e:
         _store_failed(e)
         return
-    _stats["frames_shipped" if kind == FRAME else "compiled_shared"] += 1
+    _stats["frames_shipped" if artifact == FRAME else "compiled_shared"] += 1
     _stats["bytes_sent"] += len(payload)
     _stats["compile_s"] += time.monotonic() - started
-    _emit(kind, key, COMPILED_SHARED, bytes=len(payload), **extra)
+    _emit(artifact, key, COMPILED_SHARED, bytes=len(payload), **extra)
 
 
 def _close(claim: _Claim) -> None:
@@ -336,13 +337,13 @@ def _close(claim: _Claim) -> None:
 
 def _abandon(claim: _Claim, reason: str) -> None:
     _close(claim)
-    abandon(claim.kind, claim.key, reason)
+    abandon(claim.artifact, claim.key, reason)
 
 
-def abandon(kind: str, key: str, reason: str, **extra: Any) -> None:
+def abandon(artifact: str, key: str, reason: str, **extra: Any) -> None:
     """This rank claimed ``key`` and has nothing to send: its waiters compile themselves."""
     _stats["compiled_here"] += 1
-    _emit(kind, key, COMPILED_HERE, abandoned=reason, **extra)
+    _emit(artifact, key, COMPILED_HERE, abandoned=reason, **extra)
     try:
         _job_store().abandon(key, reason)
     except StoreError as e:

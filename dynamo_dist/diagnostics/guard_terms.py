@@ -21,14 +21,14 @@ from .rank_lists import compact_ranks, ranks_text
 # value summaries, JSON-friendly: what a folded answer can depend on.
 
 
-def summarize(kind: str, value: Any) -> dict[str, Any]:
-    if kind == "mesh":
+def summarize(tracked: str, value: Any) -> dict[str, Any]:
+    if tracked == "mesh":
         return mesh_summary(value)
-    if kind == "placement":
+    if tracked == "placement":
         return {"repr": repr(value)}
-    if kind in ("process_group", "world"):
+    if tracked in ("process_group", "world"):
         return group_summary(value)
-    if kind == "dtensor":
+    if tracked == "dtensor":
         return {"placements": [repr(p) for p in value.placements], "mesh": mesh_summary(value.device_mesh)}
     return {"repr": repr(value)}
 
@@ -56,13 +56,13 @@ def group_summary(pg: Any) -> dict[str, Any]:
     return {"name": getattr(pg, "group_name", "?"), "size": pg.size(), "ranks": compact_ranks(ranks), "id": id(pg)}
 
 
-def describe_value(kind: str, info: dict[str, Any]) -> str:
+def describe_value(tracked: str, info: dict[str, Any]) -> str:
     """A guarded value in one phrase (for the report's guard list)."""
-    if kind == "mesh":
+    if tracked == "mesh":
         return f"{info['device_type']} mesh {_mesh_shape(info)} on groups {info['groups']}"
-    if kind in ("process_group", "world"):
+    if tracked in ("process_group", "world"):
         return f"process group '{info['name']}' (size {info['size']}, ranks {ranks_text(info['ranks'])})"
-    if kind == "dtensor":
+    if tracked == "dtensor":
         return f"DTensor {_tuple(info['placements'])} on mesh {_mesh_shape(info['mesh'])}"
     return info.get("repr", "?")
 
@@ -75,9 +75,9 @@ def strip_scope(source_name: str) -> str:
     return re.sub(r"L\[\s*['\"](.*?)['\"]\s*\]", r"\1", source_name)
 
 
-def phrase(source: str, kind: str) -> str:
+def phrase(source: str, tracked: str) -> str:
     """How to name a (stripped) source to the user."""
-    if kind == "world" or source.endswith("GroupMember.WORLD"):
+    if tracked == "world" or source.endswith("GroupMember.WORLD"):
         return "the default process group (WORLD)"
     m = re.match(r"^(.*?)(?:\._spec)?\.placements\[(\d+)\]$", source)
     if m:
@@ -108,28 +108,29 @@ def mentioned(text: str, sources: list[str]) -> list[str]:
 
 def explain_failure(guard: str, old: dict[str, tuple[str, dict]], new: dict[str, tuple[str, dict]]) -> str | None:
     """The failed ``guard`` (Dynamo's text, scope stripped) in user terms, from
-    the notes of the old and new compile ({stripped source: (kind, summary)});
+    the notes of the old and new compile ({stripped source: (tracked, summary)});
     None when no note explains it."""
     sources = mentioned(guard, list(old))
     if not sources and "__dtensor_spec_" in guard:
         # Stock's DTensor spec guard does not name its tensor: report the
         # DTensor inputs whose placements or mesh changed.
-        sources = [s for s, (kind, info) in old.items() if kind == "dtensor" and new.get(s, (kind, None))[1] != info]
+        sources = [s for s, (tracked, info) in old.items()
+                   if tracked == "dtensor" and new.get(s, (tracked, None))[1] != info]
     parts = [_difference(s, old[s][0], old[s][1], new.get(s, (None, None))[1]) for s in sources]
     return "; ".join(parts) if parts else None
 
 
-def _difference(source: str, kind: str, old: dict, new: dict | None) -> str:
-    name = phrase(source, kind)
-    if kind == "placement":
+def _difference(source: str, tracked: str, old: dict, new: dict | None) -> str:
+    name = phrase(source, tracked)
+    if tracked == "placement":
         if new is None:
             return f"{name} is no longer {old['repr']}"
         return f"{name} changed from {old['repr']} to {new['repr']}"
-    if kind in ("process_group", "world"):
+    if tracked in ("process_group", "world"):
         return _group_difference(name, old, new)
-    if kind == "mesh":
+    if tracked == "mesh":
         return _mesh_difference(name, old, new)
-    if kind == "dtensor":
+    if tracked == "dtensor":
         if new is None:
             return f"`{source}` is no longer a DTensor {_tuple(old['placements'])}"
         parts = []

@@ -82,7 +82,7 @@ class Recorder:
         # printed (inductor): all that is seen of a graph the AOTAutograd
         # cache served. Read when logged, while the program's groups live.
         self._printed: dict[str, dict[str, list]] = {}
-        # compile id -> {stripped source: (kind, summary)}
+        # compile id -> {stripped source: (tracked, summary)}
         self.notes: dict[str, dict[str, tuple[str, dict]]] = {}
         self._rows: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
@@ -138,8 +138,8 @@ class Recorder:
             graph.stages.append(stage)
             graph.collectives.extend(collectives)
 
-    def _on_note(self, compile_id: str, source: str, kind: str, value: Any) -> None:
-        self.notes.setdefault(compile_id, {})[strip_scope(source)] = (kind, summarize(kind, value))
+    def _on_note(self, compile_id: str, source: str, tracked: str, value: Any) -> None:
+        self.notes.setdefault(compile_id, {})[strip_scope(source)] = (tracked, summarize(tracked, value))
 
     def add_graph(self, gm: torch.fx.GraphModule) -> CapturedGraph | None:
         try:
@@ -239,7 +239,7 @@ class Recorder:
             report.cache_dir = next((s["dir"] for s in self.caches.settings.values()), None)
             report.compile_once = self._compile_once or "on"
         _safely(self.precompile.fill, report, rows, self.lowering, self.caches.sources)
-        report.guards = {cid: [f"`{src}`: {describe_value(kind, info)}" for src, (kind, info) in notes.items()]
+        report.guards = {cid: [f"`{src}`: {describe_value(tracked, info)}" for src, (tracked, info) in notes.items()]
                          for cid, notes in self.notes.items()}
         return report
 

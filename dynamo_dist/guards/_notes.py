@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 from .. import _compat as C
 
-# listener(compile_id, source_name, kind, value); kind is one of KINDS.
+# listener(compile_id, source_name, tracked, value); tracked is one of TRACKED.
 Listener = Callable[[str, str, str, Any], None]
-KINDS = ("mesh", "placement", "process_group", "world")
+TRACKED = ("mesh", "placement", "process_group", "world")
 _listeners: list[Listener] = []
 
 
@@ -33,22 +33,22 @@ def remove_listener(listener: Listener) -> None:
         _listeners.remove(listener)
 
 
-def note(source: Any, kind: str) -> None:
+def note(source: Any, tracked: str) -> None:
     """Record, at guard-build time, the value ``source`` has in this compile."""
     if _listeners:
-        C.dynamo.guard_build_hook(source, f"DYNAMO_DIST_NOTE_{kind.upper()}", _HOOKS[kind])
+        C.dynamo.guard_build_hook(source, f"DYNAMO_DIST_NOTE_{tracked.upper()}", _HOOKS[tracked])
 
 
-def _make_hook(kind: str) -> Callable[[str, Any], None]:
+def _make_hook(tracked: str) -> Callable[[str, Any], None]:
     def hook(source_name: str, value: Any) -> None:
         compile_id = C.dynamo.current_compile_id()
         for listener in list(_listeners):
             try:
-                listener(compile_id, source_name, kind, value)
+                listener(compile_id, source_name, tracked, value)
             except Exception:  # diagnostics must never fail a compile
                 pass
 
     return hook
 
 
-_HOOKS = {kind: _make_hook(kind) for kind in KINDS}
+_HOOKS = {tracked: _make_hook(tracked) for tracked in TRACKED}
