@@ -1,6 +1,12 @@
-"""Fixes to torch's precompile (``TORCH_CACHING_PRECOMPILE``), each installed
-as a wrapper around the torch function it corrects (``_hooks/core.py``):
+"""Fixes to torch's precompile (``TORCH_CACHING_PRECOMPILE``, ``aot_compile``),
+each installed as a wrapper around the torch function it corrects
+(``_hooks/core.py``); the facts each rests on, and the accessors it reaches
+torch through, are in ``_compat/dynamo.py`` and ``_compat/packages.py``:
 
+- ``saved_guards.py``: a frame's guards as torch saves them: each plugin
+  guard in its saved form, torch's guards on a config override or a module
+  read re-saved, the plugin's saved-by guard; a frame with a guard that has
+  no saved form declined;
 - ``guard_state.py``: what torch's guard pickler cannot save (a frame's
   guards and the values they were built on), saved in the plugin's forms:
   - ``function_ctx.py``: an ``autograd.Function``'s ``ctx`` (a frame
@@ -8,5 +14,11 @@ as a wrapper around the torch function it corrects (``_hooks/core.py``):
     state, loaded as a new ``ctx`` of it;
   - ``groups.py``: a process group a guard reads (under
     ``compile_on_one_rank``), saved as its identity, loaded as the loading
-    process's group of that identity.
+    process's group of that identity;
+- ``fsdp.py``: FSDP2 modules and their classes in saved guards;
+- ``packages.py``: saved entries installed or traced again, recorded and
+  written merged with the other packages and processes of one function,
+  modules loaded through recorded aliases;
+- ``new_globals.py``: a traced frame's new globals named apart from a loaded
+  frame's (2.11-2.14).
 """
