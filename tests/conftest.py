@@ -24,8 +24,9 @@ def pytest_addoption(parser):
     parser.addoption(
         "--slow-share", metavar="K/N[@SEED]", default=None,
         help="run every fast test and share K (0 <= K < N) of N of the tests marked slow: a test is in share "
-             "crc32('SEED:' + its node id) mod N, so the N shares of one seed are disjoint and cover the slow "
-             "tier, and another seed splits it another way. CI spreads the slow tier over its runs this way "
+             "crc32('SEED:' + its file's path) mod N (a file's slow tests go together, so a module's fixtures are "
+             "built in one share only), so the N shares of one seed are disjoint and cover the slow tier, and "
+             "another seed splits it another way. CI spreads the slow tier over its runs this way "
              "(tests/README.md, 'What CI runs').")
 
 
@@ -44,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
     k, n, seed = _parse_share(text)
     keep, drop = [], []
     for item in items:
-        in_share = zlib.crc32(f"{seed}:{item.nodeid}".encode()) % n == k
+        in_share = zlib.crc32(f"{seed}:{item.nodeid.split('::', 1)[0]}".encode()) % n == k
         (keep if in_share or item.get_closest_marker("slow") is None else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
