@@ -1,4 +1,4 @@
 """The package's version (a leaf module: torch's precompile saves it with
-every plugin guard, and ``_compat`` reads it without importing the package)."""
+every plugin guard, and ``precompile/`` reads it on load)."""
 
 __version__ = "0.1.0"

@@ -215,15 +215,38 @@ def _equal(a, b) -> bool:
     return torch.equal(a, b)
 
 
+# The functions a saved guard names (pickled by qualified name), where a
+# plugin that kept its saved guard forms inside ``_compat/dynamo.py`` had them.
+FORMERLY_IN_COMPAT = {
+    "plugin_guards": ("DYNAMO_DIST_SAVED", "DYNAMO_DIST_SAVED_BY", "same_group", "same_importable"),
+    "torch_guards": ("config_value_check", "constant_check", "type_check", "length_check", "has_attribute_check"),
+}
+
+
+def save_under_former_names() -> None:
+    """This process saves guards as that plugin did: each function of
+    ``FORMERLY_IN_COMPAT`` pickles as ``dynamo_dist._compat.dynamo.<name>``."""
+    from dynamo_dist._compat import dynamo as former_home
+    for module_name, names in FORMERLY_IN_COMPAT.items():
+        module = importlib.import_module(f"dynamo_dist.precompile.{module_name}")
+        for name in names:
+            fn = getattr(module, name)
+            fn.__module__ = former_home.__name__
+            setattr(former_home, name, fn)
+
+
 def run(world: int = 8, shift: bool = False, version: str | None = None, flatten: bool = False,
         registered: bool = True, only: list[str] | None = None, one_rank: bool = False,
         scale: int | None = None, no_transform: bool = False, twins: bool = False,
         wrappers: bool = False, ranked: bool = False, rank: int = 0, plugin: bool = True,
-        current: bool = False, depth: int = 1) -> dict:
+        current: bool = False, depth: int = 1, former_names: bool = False) -> dict:
     """Compile and call each kind once; save Dynamo's cache entries.
-    ``flatten``: the mesh's dims flattened before anything compiles."""
+    ``flatten``: the mesh's dims flattened before anything compiles;
+    ``former_names``: guards saved as a former layout saved them."""
     if version is not None:
         _version.__version__ = version
+    if former_names:
+        save_under_former_names()
     if plugin:
         dynamo_dist.install()
     if one_rank:

@@ -4,7 +4,7 @@ Under ``TORCH_CACHING_PRECOMPILE=1`` a restart loads a frame from Dynamo's
 cache and rebuilds its guards from their saved form; the plugin saves some
 guards in its own form (a guard on a module constant or a config entry as
 "the value is this constant", the mesh and DTensor-spec guards as
-descriptions: ``dynamo_dist/_compat/dynamo.py``), rebuilt as Python checks.
+descriptions: ``dynamo_dist/precompile/``), rebuilt as Python checks.
 This measures what a call of the loaded frame costs (guard evaluation,
 frame evaluation and the compiled graph) in four kinds of fresh process:
 

@@ -473,7 +473,7 @@ def folded_rank() -> int | None:
     ``compile_on_one_rank`` (rank answers are operations of the graph, read
     at run time) or without a world. The compile caches' keys
     (``caching.keys.rank_tag``) and Dynamo's saved entries
-    (``dynamo.DYNAMO_DIST_SAVED_BY``) hold it."""
+    (``precompile.plugin_guards.DYNAMO_DIST_SAVED_BY``) hold it."""
     if compile_on_one_rank() or not torch.distributed.is_available() or not torch.distributed.is_initialized():
         return None
     return torch.distributed.get_rank()

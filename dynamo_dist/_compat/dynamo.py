@@ -13,12 +13,9 @@ import copyreg
 import dataclasses
 import dis
 import functools
-import importlib
 import inspect
-import io
 import logging
 import operator
-import pickle
 import re
 import types
 import typing
@@ -48,9 +45,7 @@ from torch._guards import CompileContext
 from torch._higher_order_ops.wrap import tag_activation_checkpoint as _tag_activation_checkpoint
 from torch.utils._config_module import _UNSET_SENTINEL
 
-from .. import _version
-from .distributed import (MESH_CONSTRUCTION_FUNCTIONS, ProcessGroup, folded_rank, group_identity, live_group,
-                          redistribute_planner_flags)
+from .distributed import MESH_CONSTRUCTION_FUNCTIONS
 
 try:  # 2.13+: what get_real_python_backed_value answers for "no object"
     from torch._dynamo.variables.base import NO_SUCH_SUBOBJ as _NO_SUCH_SUBOBJ
@@ -470,8 +465,8 @@ def emit_call_import(codegen: Any, module: str, name: str, args: tuple = (), kwa
 
 # -- guards -------------------------------------------------------------------
 # Every plugin guard is built by a function of this section, and each has a
-# saved form: what torch's precompile pickles in its place (see "torch's
-# precompile" below).
+# saved form: what torch's precompile pickles in its place
+# (``precompile/plugin_guards.py``).
 
 def guard_identity(source: Any, value: Any = None) -> None:
     """The object at ``source`` is the same object (a tracked type's guard:
@@ -521,7 +516,7 @@ def DYNAMO_DIST_SAME_OBJECT(other: str, same: bool, builder: Any, guard: Any) ->
 class PredicateGuard:
     """A plugin predicate guard, whole, as one named record: what
     ``DYNAMO_DIST_MATCH`` builds from and what torch's precompile saves
-    from (``saved_guard``). At guard build time ``expect(value)`` says what
+    from (``precompile/plugin_guards.py``). At guard build time ``expect(value)`` says what
     the value must be, as picklable data (it may also hold a process-local
     shortcut that does not pickle), ``check_from(expected)`` returns the
     per-call check, and ``describe`` is the recompile reason shown when it
@@ -590,43 +585,11 @@ def guard_build_hook(source: Any, name: str, hook: Callable[[str, Any], None]) -
 # -- torch's precompile -------------------------------------------------------
 # ``caching_precompile`` and ``aot_compile`` save a frame's guards as their
 # builder functions (pickled by name) plus the values they read, and rebuild
-# them on load. The plugin's guards read compile-time facts (a group object,
-# a mesh fingerprint, a DTensor spec) that the saved values cannot give back
-# (a process group pickles to nothing). So where torch serializes the guards
-# each plugin guard is replaced by its saved form, ``DYNAMO_DIST_SAVED``
-# partially applied to a picklable description of what it checks and to
-# the plugin's version, which rebuilds the check in the loading process from
-# the description alone:
-#
-#   guard                          saved description              rebuilt as
-#   identity of a process group    (name, global ranks, backend)  ``v is`` this process's group of it
-#   identity of a class/function   (module, qualified name)       ``v is`` the object of that name
-#   predicate (mesh, spec, ...)    ``expect(value)``              ``check_from(description)``
-#   ``a is b`` between sources     the other source's name        the same code
-#   note (checks nothing)          not saved
-#
-# A description this process cannot resolve (no group of that identity, a
-# name that no longer imports), or one saved by another plugin version,
-# rebuilds as a check that always fails: the frame is traced again, never
-# run for the wrong object. A guard with no saved form (identity of any other
-# object) declines the frame's package: a logged package bypass (the frame is
-# traced again after a restart; its FX graph and AOTAutograd entries still
-# hit), ``PackageError`` under ``strict_precompile`` or for ``aot_compile``.
-# The bypass is made here rather than by raising ``PackageError`` for torch
-# to turn into one: 2.11-2.14 then fail on the missing guard state.
+# them on load. What the plugin saves in their place (its guards' saved
+# forms, torch's guards it saves otherwise, the saved-by guard) is
+# ``dynamo_dist/precompile/`` (``saved_guards.py``); here are the points and
+# the guard builder's operations it uses.
 GUARD_SERIALIZATION_POINT: tuple[Any, str] = (CheckFunctionManager, "serialize_guards")
-PLUGIN_GUARDS_NOT_SAVED = (
-    "dynamo_dist: this frame's guards on {names} (the identity of an object that is not a registered process "
-    "group, class or function) cannot be saved by torch's precompile, so the frame is not packaged: with "
-    "TORCH_CACHING_PRECOMPILE=1 it is traced again after a restart (its FX graph and AOTAutograd entries still "
-    "load from the compile caches)"
-)
-AOT_COMPILE_REFUSED = (
-    "dynamo_dist: aot_compile cannot save this function: its guards on {names} (the identity of an object that "
-    "is not a registered process group, class or function) cannot be serialized. Pass that object as an "
-    "argument whose type is tracked (a DeviceMesh, ProcessGroup, placement or DTensor), or compile with "
-    "torch.compile instead (a restart loads its FX graph and AOTAutograd entries from the compile caches)"
-)
 
 
 def precompile_caching() -> bool:
@@ -639,92 +602,43 @@ def precompile_caching_set(on: bool) -> Any:
     return torch._dynamo.config.patch(caching_precompile=on)
 
 
-def plugin_guard_builder(create_fn: Any) -> bool:
-    """A guard built by a function of this package (or a partial of one)."""
-    fn = getattr(create_fn, "func", create_fn)
-    return (getattr(fn, "__module__", None) or "").split(".")[0] == __name__.split(".")[0]
+def guard_create_fn(guard: Any) -> Any:
+    """The function (or partial) that builds ``guard``."""
+    return guard.create_fn
 
 
-def _never(value: Any) -> bool:
-    return False
+def guard_source(guard: Any) -> Any:
+    """The source ``guard`` is on."""
+    return guard.originating_source
 
 
-def same_group(identity: tuple[str, tuple[int, ...], str]) -> Callable[[Any], bool]:
-    """``v is`` this process's group with ``identity`` (resolved once, now);
-    with none, a check that always fails."""
-    group = live_group(identity)
-    return _never if group is None else (lambda v: v is group)
+def guard_replaced(guard: Any, create_fn: Any = None, source: Any = None) -> Any:
+    """``guard`` built by ``create_fn`` and/or on ``source`` instead."""
+    changes = {"create_fn": create_fn, "originating_source": source}
+    return dataclasses.replace(guard, **{k: v for k, v in changes.items() if v is not None})
 
 
-def same_importable(path: tuple[str, str]) -> Callable[[Any], bool]:
-    """``v is`` the object importable as ``module.qualname`` (resolved now)."""
-    obj = _importable(*path)
-    return _never if obj is None else (lambda v: v is obj)
+def guarded_value(builder: Any, guard_or_source: Any) -> Any:
+    """The value a guard (or a source) reads, as the guard builder reads it."""
+    return builder.get(guard_or_source)
 
 
-def _importable(module: str, qualname: str) -> Any:
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except Exception:
-        return None
-    return obj
+def source_name(source: Any, up: int = 0) -> str:
+    """A source's name (a method on some releases, a property on others),
+    ``up`` bases up."""
+    for _ in range(up):
+        source = source.base
+    return source.name() if callable(getattr(source, "name", None)) else str(getattr(source, "name", source))
 
 
-def _module_builtin(value: Any) -> bool:
-    """A function of an extension module (``torch._C._has_torch_function_unary``,
-    which ``torch.overrides`` and spmd_types' collectives call as
-    ``has_torch_function_unary``): its own module and qualified name find
-    it again, as a Python function's do. A builtin bound to an instance is
-    not one (its ``__self__`` is no module)."""
-    return inspect.isbuiltin(value) and inspect.ismodule(getattr(value, "__self__", None)) and isinstance(
-        getattr(value, "__module__", None), str)
+def source_base(source: Any) -> Any:
+    """The source ``source`` reads from, or None."""
+    return getattr(source, "base", None)
 
 
-def _identity_description(value: Any) -> tuple[Callable[[Any], Callable[[Any], bool]], Any, str] | None:
-    """How an object under ``guard_identity`` is found again in another
-    process: (check_from, description, what it is), or None."""
-    if isinstance(value, ProcessGroup):
-        identity = group_identity(value)
-        if identity is not None:
-            return same_group, identity, f"process group {identity[0]!r} (ranks {list(identity[1])}, {identity[2]})"
-        return None
-    if isinstance(value, type) or inspect.isfunction(value) or _module_builtin(value):
-        path = (value.__module__, value.__qualname__)
-        if "<locals>" not in path[1] and _importable(*path) is value:
-            return same_importable, path, f"{path[0]}.{path[1]}"
-    return None
-
-
-def DYNAMO_DIST_SAVED(check_from: Callable[[Any], Callable[[Any], bool]], description: Any, text: str,
-                      version: str, builder: Any, guard: Any) -> None:
-    """A plugin guard rebuilt from its saved form (see the table above)."""
-    if version != _version.__version__:
-        check: Callable[[Any], bool] = _never
-        text = f"{text} (saved by dynamo_dist {version}; this process runs {_version.__version__})"
-    else:
-        try:
-            check = check_from(description)
-        except Exception as e:  # a description this process cannot resolve: trace again
-            check, text = _never, f"{text} (cannot be checked here: {type(e).__name__}: {e})"
-    manager, steps = _manager_or_ancestor(builder, guard.originating_source)
-    if steps:
-        check = functools.partial(_walked_check, tuple(steps), check)
-        text = f"{text} (read from `{_source_name(guard.originating_source, len(steps))}` when called)"
-    manager.add_lambda_guard(check, get_verbose_code_parts(text, guard), guard.user_stack)
-
-
-# torch rebuilds a loaded frame's guards when ``torch.compile`` wraps the
-# function, reading each guarded value then. A value the program makes
-# later (torchtitan's current-mesh stack, a thread-local attribute set at
-# the first step, holds its mesh only inside the train step) cannot be read
-# at wrap time, and torch's build fails: the frame is traced again at every
-# restart. A saved guard on such a value is put on the nearest value that
-# can be read (the thread-local, the list), and walks the rest at each call:
-# an attribute or item missing then fails the guard (the frame is traced).
-def _step(source: Any) -> tuple[str, Any] | None:
-    """How ``source`` is read from its base: ("attr", name), ("item", key)."""
+def source_step(source: Any) -> tuple[str, Any] | None:
+    """How ``source`` is read from its base: ("attr", name), ("item", key),
+    or None for any other read."""
     member, index = getattr(source, "member", None), getattr(source, "index", None)
     if type(source) is AttrSource and isinstance(member, str):
         return "attr", member
@@ -734,240 +648,62 @@ def _step(source: Any) -> tuple[str, Any] | None:
     return None
 
 
-def _manager_or_ancestor(builder: Any, source: Any) -> tuple[Any, list[tuple[str, Any]]]:
-    """The guard manager of ``source`` and no steps, or, where its value
-    cannot be read now, the manager of its nearest readable ancestor that
-    takes a lambda guard (a dict's takes none) and the steps from there
-    (re-raising when no such ancestor is reachable by attribute and item
-    steps)."""
-    steps: list[tuple[str, Any]] = []
-    current = source
-    while True:
-        try:
-            manager = builder.get_guard_manager_from_source(current)
-            if not steps or not _takes_no_lambda(manager):
-                return manager, steps[::-1]
-            error: Exception = TypeError("a dict's guard manager takes no lambda guard")
-        except Exception as e:
-            error = e
-        step = _step(current)
-        if step is None or getattr(current, "base", None) is None:
-            raise error
-        steps.append(step)
-        current = current.base
+def guard_manager_of(builder: Any, source: Any) -> Any:
+    """The guard manager of ``source`` (raises where its value cannot be read now)."""
+    return builder.get_guard_manager_from_source(source)
 
 
-def _takes_no_lambda(manager: Any) -> bool:
-    return isinstance(manager, _DictGuardManager)
+def takes_checks(manager: Any) -> bool:
+    """A guard manager that takes a Python check (a dict's takes none)."""
+    return not isinstance(manager, _DictGuardManager)
 
 
-def _walked_check(steps: tuple[tuple[str, Any], ...], check: Callable[[Any], bool], value: Any) -> bool:
-    try:
-        for how, key in steps:
-            value = getattr(value, key) if how == "attr" else value[key]
-    except Exception:
-        return False
-    return check(value)
+def add_check(manager: Any, check: Callable[[Any], bool], text: str, guard: Any) -> None:
+    """``check`` on the value of ``manager``, shown as ``text`` when it fails."""
+    manager.add_lambda_guard(check, get_verbose_code_parts(text, guard), guard.user_stack)
 
 
-def _source_name(source: Any, steps: int = 0) -> str:
-    """A source's name (a method on some releases, a property on others),
-    ``steps`` bases up."""
-    for _ in range(steps):
-        source = source.base
-    return source.name() if callable(getattr(source, "name", None)) else str(getattr(source, "name", source))
+def add_root_check(builder: Any, check: Callable[[Any], bool], text: str, guard: Any) -> None:
+    """``check`` on the frame's locals, checked first, shown as ``text``."""
+    builder.guard_manager.root.add_lambda_guard(check, get_verbose_code_parts(text, guard), None)
 
 
-class _NoTensors(pickle.Pickler):
-    """A pickler that refuses tensors: torch's guard pickler would save one
-    inside a description as a placeholder, not as the tensor."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor):
-            raise pickle.PicklingError("a tensor in a guard description")
-        return NotImplemented
+def frame_guard(create_fn: Callable[[Any, Any], None]) -> Any:
+    """A guard built by ``create_fn`` on the frame as a whole (no value)."""
+    return GlobalStateSource().make_guard(create_fn)
 
 
-def _picklable(obj: Any) -> bool:
-    try:
-        _NoTensors(io.BytesIO()).dump(obj)
-    except Exception:
-        return False
-    return True
+def release_guarded_value(builder: Any, value: Any) -> None:
+    """torch's guard pickler no longer refuses ``value`` as a value a guard
+    reads (it saves it as its placeholder)."""
+    builder.guard_tree_values.pop(id(value), None)
 
 
-_DROP = object()
+def decline_package(output_graph: Any, reason: str, refused: str) -> None:
+    """The frame is not packaged: ``PackageError(refused)`` where it has no
+    package (``aot_compile``), ``PackageError(reason)`` under
+    ``strict_precompile``, else a package bypass logged with ``reason``."""
+    if getattr(output_graph, "package", None) is None:
+        raise PackageError(refused)
+    if torch._dynamo.config.strict_precompile:
+        raise PackageError(reason)
+    output_graph.bypass_package(reason)
 
 
-def saved_guard(builder: Any, guard: Any, groups: dict[str, Any]) -> Any:
-    """The guard torch saves for a plugin guard: the same guard with a
-    picklable builder, ``_DROP`` for one that checks nothing, or None when
-    it has no saved form. A process group it saves by identity is noted in
-    ``groups`` (by source name)."""
-    fn = guard.create_fn
-    func = getattr(fn, "func", fn)
-    if getattr(func, "checks_nothing", False):
-        return _DROP
-    if func is DYNAMO_DIST_SAVED or func is DYNAMO_DIST_SAME_OBJECT:
-        return guard if _picklable(fn) else None
-    value = builder.get(guard)
-    if func is DYNAMO_DIST_ID_MATCH:
-        found = _identity_description(value)
-        if found is None:
-            return None
-        check_from, description, what = found
-        if isinstance(value, ProcessGroup):
-            groups[guard.name] = value
-        text = f"dynamo_dist: `{guard.name}` is {what}"
-    elif func is DYNAMO_DIST_MATCH:
-        predicate = fn.keywords["predicate"]
-        check_from = predicate.check_from
-        description, text = predicate.expect(value), predicate.reason(guard.name, value)
-    else:
-        return None
-    create_fn = functools.partial(DYNAMO_DIST_SAVED, check_from, description, text, _version.__version__)
-    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
-
-
-# What a saved frame was traced in that its guards do not hold, so that a
-# frame saved in one process never runs in another that would have traced
-# it otherwise: the plugin's version, the redistribute planner's switches
-# and the rank where what the trace compiled may hold it. Without
-# ``compile_on_one_rank`` a trace folds rank answers into the bytecode and
-# the graph (``dist.get_rank()``, a group's ``rank()``; AOTAutograd reads
-# a shard's offset), and a rank's live guards need not hold its rank (it
-# never changes in a process): the saved group guard is the group's name,
-# ranks and backend, the same on every rank. Dynamo's cache keys an entry
-# by the function only, so ranks that share a cache dir (torch's default:
-# one per user on a host) load each other's variants; the rank in the saved
-# entry makes another rank's variant fail on load (the compile caches' keys
-# hold the rank for the same reason, ``caching.keys.rank_tag``). Under
-# ``compile_on_one_rank`` rank answers are graph operations read at run
-# time and keys hold no rank: a variant runs on every rank (compile once
-# ships it, ``compile_once/frames.py``), and a process that folds ranks
-# differently (``compile_on_one_rank`` on in one, off in the other) does
-# not load it.
-_UNSAVED = object()  # an entry saved before the rank was part of this guard
-
-
-def DYNAMO_DIST_SAVED_BY(version: str, planner: tuple, builder: Any, guard: Any, rank: Any = _UNSAVED) -> None:
-    """Saved with every frame packaged while the plugin is installed: the
-    plugin's version (it shaped the trace even where torch's own guards
-    cover it), the redistribute planner's switches when the frame was
-    traced (they choose the collectives a traced redistribute runs; the
-    compile caches' keys hold them too) and the rank the trace folded
-    (``folded_rank``, None where it folded none; see above). On load, where
-    any of them differs in this process, a root check that always fails,
-    so the frame is traced again (they are read once, when the frame loads,
-    as a compile reads them); where all are the same, no check at all."""
-    if version != _version.__version__:
-        text = f"dynamo_dist: this frame was saved by dynamo_dist {version}; this process runs {_version.__version__}"
-    elif planner != redistribute_planner_flags():
-        text = (f"dynamo_dist: this frame was traced under the redistribute planner's switches {dict(planner)}; "
-                f"this process has {dict(redistribute_planner_flags())}")
-    elif rank is _UNSAVED or rank != folded_rank():
-        text = (f"dynamo_dist: this frame was traced {_rank_words(rank)}; this process would trace it "
-                f"{_rank_words(folded_rank())}")
-    else:
-        return
-    builder.guard_manager.root.add_lambda_guard(_never, get_verbose_code_parts(text, guard), None)
-
-
-def _rank_words(rank: Any) -> str:
-    if rank is _UNSAVED:
-        return "by a process that did not save its rank"
-    return "with no rank folded into it (compile_on_one_rank, or no world)" if rank is None else f"on rank {rank}"
-
-
-def saved_by_guard() -> Any:
-    """The guard saved with every frame packaged now (``DYNAMO_DIST_SAVED_BY``)."""
-    return GlobalStateSource().make_guard(functools.partial(
-        DYNAMO_DIST_SAVED_BY, _version.__version__, redistribute_planner_flags(), rank=folded_rank()))
-
-
-def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) -> None:
-    """Let torch pickle the groups only plugin guards read as its placeholder:
-    it refuses a ProcessGroup that a guard reads (its own guards could not
-    be rebuilt on one), and the plugin's saved guards do not read it on
-    load. A group a torch guard reads too (on it or below it) stays refused."""
-    others = [g.name for g in sorted_guards if not plugin_guard_builder(g.create_fn)]
-    for name, group in groups.items():
-        if not any(other == name or other.startswith((name + ".", name + "[")) for other in others):
-            builder.guard_tree_values.pop(id(group), None)
-
-
-def _names(names: list[str]) -> str:
-    ours = sorted(set(names))
-    return ", ".join(ours[:3]) + (f" and {len(ours) - 3} more" if len(ours) > 3 else "")
-
-
-# torch saves a guard on a config entry's override read in a traced frame
-# (``...config._config['compile_on_one_rank'].user_override.get()``, a
-# ``CONSTANT_MATCH``) and cannot rebuild it: the override comes back as
-# another object whose ``get()`` answers a bare ``object()`` (the unset
-# sentinel, ``torch.utils._config_module._UNSET_SENTINEL``, pickled by
-# value), and the rebuilt guard raises ``AssertionError: Unexpected type
-# <class 'object'>`` inside ``torch.compile`` of the next process (stock
-# 2.15; torchtitan's TP=2 blocks read ``compile_on_one_rank`` in
-# ``_functional_collectives._resolve_group_name``). What the traced code
-# depends on is the entry's value, which the override gives where it is set
-# (and the default, the environment or a knob, each guarded by torch, where
-# it is not); the override itself may read otherwise when the guards are
-# built than when the frame was traced (an unset override reads ``False``
-# there after inductor compiled the frame). So the plugin saves the guard as
-# "the entry's value is this constant": the override where set, the
-# module's own answer where not. An entry whose value is not a plain
-# constant declines the frame.
-CONFIG_OVERRIDE_NOT_SAVED = (
-    "dynamo_dist: torch's guards on {names} read a config entry's override that has no saved form, "
-    "so the frame is not packaged: it is traced again after a restart (its FX graph and AOTAutograd "
-    "entries still load from the compile caches)"
-)
-_CONSTANTS = (bool, int, float, str, type(None))
+# A torch guard on a config entry's override reads
+# ``<config module>._config[<key>].user_override`` (``precompile/torch_guards.py``).
 _OVERRIDE_KEY = re.compile(r"\._config\[['\"]([^'\"]+)['\"]\]\.user_override")
+CONFIG_UNSET = _UNSET_SENTINEL  # what an unset override's ``get()`` answers
+_CONSTANTS = (bool, int, float, str, type(None))
 
 
-def _reads_a_config_override(guard: Any) -> bool:
-    """A torch guard on a config entry's override (see ``CONFIG_OVERRIDE_NOT_SAVED``)."""
-    return _OVERRIDE_KEY.search(guard.name) is not None
+def config_override_key(guard: Any) -> str | None:
+    """The config entry whose override ``guard`` (a torch guard) reads, or None."""
+    found = _OVERRIDE_KEY.search(guard.name)
+    return None if found is None else found.group(1)
 
 
-def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], bool]:
-    """The check of a saved config-override guard ``(module, key, value)``:
-    the entry's value (its override where set, else the module's answer)
-    is ``value``, of the same type."""
-    module_name, key, value = description
-    module = importlib.import_module(module_name)
-    unset = _value_without_override(module, key)
-    if unset is _UNSET_SENTINEL:
-        return lambda override: _same_constant(getattr(module, key) if override is _UNSET_SENTINEL else override,
-                                               value)
-    # The config module's answer without an override costs microseconds
-    # (``ConfigModule.__getattr__`` in Python) on every call of the frame;
-    # what it falls back to is fixed when the module is made, so it is
-    # compared once, here. A hidden entry (deleted) still takes the lookup.
-    entry, unset_matches = module._config[key], _same_constant(unset, value)
-    return lambda override: ((unset_matches if not entry.hide else _same_constant(getattr(module, key), value))
-                             if override is _UNSET_SENTINEL else _same_constant(override, value))
-
-
-def _value_without_override(module: Any, key: str) -> Any:
-    """What ``module.key`` answers while the entry has no override, where
-    that answer is fixed for the life of the process: the environment's
-    default, else the declared default, a plain constant (no alias, no
-    forcing environment variable, no justknob). ``_UNSET_SENTINEL`` where
-    it is not (the lookup is then made on every check)."""
-    entry = getattr(module, "_config", {}).get(key)
-    if (entry is None or getattr(entry, "alias", None) is not None or getattr(entry, "justknob", None) is not None
-            or getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL or entry.hide):
-        return _UNSET_SENTINEL
-    value = getattr(entry, "env_value_default", _UNSET_SENTINEL)
-    if value is _UNSET_SENTINEL:
-        value = entry.default
-    return value if type(value) in _CONSTANTS else _UNSET_SENTINEL
-
-
-def _config_module_of(builder: Any, guard: Any) -> Any:
+def config_module_of(builder: Any, guard: Any) -> Any:
     """The config module whose ``_config`` a guard on an override reads,
     evaluated from the guard's own source (``<module>._config[key]
     .user_override``): the module the traced frame read, alias or not
@@ -986,219 +722,49 @@ def _config_module_of(builder: Any, guard: Any) -> Any:
     return module if is_config else None
 
 
-def _saved_override_guard(builder: Any, guard: Any) -> Any:
-    """A torch guard on a config override in its saved form, or None."""
-    key = _OVERRIDE_KEY.search(guard.name).group(1)
-    module = _config_module_of(builder, guard)
-    if module is None or key not in module._config:
-        return None
-    value = getattr(module, key)
-    if type(value) not in _CONSTANTS:
-        return None
-    return _saved_value_guard(guard, config_value_check, (module.__name__, key, value),
-                              f"dynamo_dist: the config entry `{module.__name__}.{key}` is {value!r}")
+def config_entry(module: Any, key: str) -> Any:
+    """The entry ``key`` of a config module (its ``hide`` says it was
+    deleted), or None."""
+    return getattr(module, "_config", {}).get(key)
 
 
-# torch saves the globals a frame's guards read with the frame and rebuilds
-# each guard against them on load; a module is saved as a reference to the
-# module, so a guard on a value reached through one is rebuilt against the
-# loading process's value, read when ``torch.compile`` wraps the function:
-# a comparison (``flags.USE_X == False``, a config entry's default) compares
-# that value with itself and always passes, so a process whose module holds
-# another value runs the loaded frame with the saved process's answer (stock
-# 2.13 and 2.15, ``caching_precompile``); a length or type is the one the
-# value has at wrap time, not the one the frame was traced with (a list the
-# program fills later fails, or one of another length passes), and a value
-# the program has not made yet fails the whole load. The plugin saves each
-# such guard as what it read when the frame was traced:
-#
-#   torch guard        saved as                           rebuilt as
-#   CONSTANT_MATCH,    the constant (bool, int, float,    ``type(v) is type(c) and v == c``
-#   EQUALS_MATCH       str, None)
-#   SEQUENCE_LENGTH    the type (by qualified name), len  ``type(v) is T and len(v) == n``
-#   TYPE_MATCH         the type (by qualified name)       ``type(v) is T``
-#   HASATTR            the name, whether it was there     ``hasattr(v, name) is present``
-#
-# (a type that does not import by its name keeps torch's form, and so does
-# a guard on a module, class or function, or on a dict: see below).
-def _module_read(guard: Any, output_graph: Any) -> str | None:
-    """The name of the builder of a torch guard on a value reached through a module global
-    that the plugin saves in its own form, or None."""
-    fn = guard.create_fn
-    builder_name = getattr(getattr(fn, "func", fn), "__name__", None)
-    if builder_name not in _SAVED_MODULE_READS:
-        return None
+def config_value_without_override(module: Any, key: str) -> Any:
+    """What ``module.key`` answers while the entry has no override, where
+    that answer is fixed for the life of the process: the environment's
+    default, else the declared default, a plain constant (no alias, no
+    forcing environment variable, no justknob). ``CONFIG_UNSET`` where it
+    is not (the lookup is then made on every check)."""
+    entry = config_entry(module, key)
+    if (entry is None or getattr(entry, "alias", None) is not None or getattr(entry, "justknob", None) is not None
+            or getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL or entry.hide):
+        return _UNSET_SENTINEL
+    value = getattr(entry, "env_value_default", _UNSET_SENTINEL)
+    if value is _UNSET_SENTINEL:
+        value = entry.default
+    return value if type(value) in _CONSTANTS else _UNSET_SENTINEL
+
+
+def reads_through_a_module(guard: Any, output_graph: Any) -> bool:
+    """``guard``'s value is reached through a module global of the frame
+    (``flags.USE_X``, not the global itself)."""
     source = guard.originating_source
     while getattr(source, "base", None) is not None:
         source = source.base
     name = getattr(source, "global_name", None)
     scope = getattr(output_graph, "global_scope", None) or {}
-    through_module = isinstance(name, str) and source is not guard.originating_source and isinstance(
+    return isinstance(name, str) and source is not guard.originating_source and isinstance(
         scope.get(name), types.ModuleType)
-    return builder_name if through_module else None
 
 
-def constant_check(value: Any) -> Callable[[Any], bool]:
-    """The check of a saved module-constant guard."""
-    return lambda current: _same_constant(current, value)
-
-
-def _same_constant(current: Any, value: Any) -> bool:
-    """What a saved value guard checks: the same type, and equal."""
-    return type(current) is type(value) and current == value
-
-
-def _saved_value_guard(guard: Any, check: Callable[[Any], Callable[[Any], bool]], description: Any,
-                       text: str) -> Any:
-    """``guard`` in a saved form that rebuilds as ``check(description)`` on
-    load (``check`` picklable by name), or None where it cannot be pickled."""
-    create_fn = functools.partial(DYNAMO_DIST_SAVED, check, description, text, _version.__version__)
-    return dataclasses.replace(guard, create_fn=create_fn) if _picklable(create_fn) else None
-
-
-def type_check(path: tuple[str, str]) -> Callable[[Any], bool]:
-    """The check of a saved type guard (the type resolved now)."""
-    cls = _importable(*path)
-    return _never if not isinstance(cls, type) else (lambda current: type(current) is cls)
-
-
-def length_check(description: tuple[tuple[str, str], int]) -> Callable[[Any], bool]:
-    """The check of a saved length guard (the type resolved now)."""
-    path, length = description
-    cls = _importable(*path)
-    return _never if not isinstance(cls, type) else (
-        lambda current: type(current) is cls and len(current) == length)
-
-
-def _type_path(value: Any) -> tuple[str, str] | None:
-    cls = type(value)
-    path = (cls.__module__, cls.__qualname__)
-    return path if "<locals>" not in path[1] and _importable(*path) is cls else None
-
-
-def has_attribute_check(description: tuple[str, bool]) -> Callable[[Any], bool]:
-    """The check of a saved attribute-presence guard."""
-    attr, present = description
-    return lambda current: hasattr(current, attr) is present
-
-
-# Each saved form reads the guarded value when the frame is saved and gives
-# (check, description, what it says, the source it is installed on), or None.
-def _saved_constant(builder: Any, guard: Any) -> Any:
-    value = builder.get(guard)
-    if type(value) not in _CONSTANTS:
-        return None
-    return constant_check, value, f"`{guard.name}` == {value!r}", guard.originating_source
-
-
-# A dict's guard manager takes no lambda guard: a dict keeps torch's form.
-# So does a module, class or function (made when its module is imported,
-# before any ``torch.compile``; torch's C++ check is cheaper than a lambda).
-_MADE_AT_IMPORT = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
-
-
-def _saved_length(builder: Any, guard: Any) -> Any:
-    value = builder.get(guard)
-    path = _type_path(value)
-    if path is None or not hasattr(value, "__len__") or isinstance(value, (dict, *_MADE_AT_IMPORT)):
-        return None
-    return (length_check, (path, len(value)), f"`{guard.name}` is a {path[1]} of length {len(value)}",
-            guard.originating_source)
-
-
-def _saved_type(builder: Any, guard: Any) -> Any:
-    value = builder.get(guard)
-    path = _type_path(value)
-    if path is None or isinstance(value, (dict, *_MADE_AT_IMPORT)):
-        return None
-    return type_check, path, f"type(`{guard.name}`) is {path[0]}.{path[1]}", guard.originating_source
-
-
-def _saved_has_attribute(builder: Any, guard: Any) -> Any:
-    # 2.12+ guard the object with the attribute's name as an argument; 2.11
-    # guards the attribute's own source.
+def hasattr_guard_target(guard: Any) -> tuple[Any, str] | None:
+    """The object and attribute name a ``HASATTR`` guard checks: 2.12+
+    guard the object with the attribute's name as an argument; 2.11 guards
+    the attribute's own source. None where neither reads so."""
     source, attr = guard.originating_source, getattr(guard.create_fn, "keywords", {}).get("attr")
-    if attr is None:
-        if _step(source) is None or _step(source)[0] != "attr":
-            return None
-        source, attr = source.base, source.member
-    value = builder.get(source)
-    if isinstance(value, (dict, *_MADE_AT_IMPORT)):
-        return None
-    present = hasattr(value, attr)
-    return (has_attribute_check, (attr, present),
-            f"{'' if present else 'not '}hasattr(`{_source_name(source)}`, "
-            f"{attr!r})", source)
-
-
-_SAVED_MODULE_READS: dict[str, Callable[[Any, Any], Any]] = {
-    "CONSTANT_MATCH": _saved_constant,
-    "EQUALS_MATCH": _saved_constant,
-    "SEQUENCE_LENGTH": _saved_length,
-    "TYPE_MATCH": _saved_type,
-    "HASATTR": _saved_has_attribute,
-}
-
-
-def _saved_module_read_guard(builder: Any, guard: Any, builder_name: str) -> Any:
-    """The guard in its saved form, or None (torch's form is kept)."""
-    try:
-        saved = _SAVED_MODULE_READS[builder_name](builder, guard)
-    except Exception:  # a source the builder cannot read here: torch's own form
-        return None
-    if saved is None:
-        return None
-    check, description, what, source = saved
-    if source is not guard.originating_source:
-        guard = dataclasses.replace(guard, originating_source=source)
-    return _saved_value_guard(guard, check, description,
-                              f"dynamo_dist: {what} (a value read through a module, saved with the frame)")
-
-
-def saved_guards(builder: Any, sorted_guards: Any, output_graph: Any) -> tuple[list, list[str], list[str]]:
-    """The guards torch's precompile saves for a frame in place of
-    ``sorted_guards``: each plugin guard in its saved form, torch's guards on
-    a config override or a module read re-saved, the rest as they are, and
-    (where every guard has a saved form) the plugin's own saved-by guard.
-    Returns ``(kept, unsaved, overrides)``: the names of the plugin guards
-    with no saved form and of the config overrides that have none."""
-    kept, unsaved, overrides, groups = [], [], [], {}
-    for guard in sorted_guards:
-        if not plugin_guard_builder(guard.create_fn):
-            if _reads_a_config_override(guard):
-                saved = _saved_override_guard(builder, guard)
-                if saved is None:
-                    overrides.append(guard.name)
-                guard = saved or guard
-            elif (builder_name := _module_read(guard, output_graph)) is not None:
-                guard = _saved_module_read_guard(builder, guard, builder_name) or guard
-            kept.append(guard)
-            continue
-        try:
-            saved = saved_guard(builder, guard, groups)
-        except Exception:
-            saved = None
-        if saved is None:
-            unsaved.append(guard.name)
-        elif saved is not _DROP:
-            kept.append(saved)
-    if not unsaved and not overrides:
-        _release_groups(builder, groups, sorted_guards)
-        kept.append(saved_by_guard())
-    return kept, unsaved, overrides
-
-
-def decline_package(output_graph: Any, unsaved: list[str], overrides: list[str]) -> None:
-    """The frame is not packaged, for the guards ``saved_guards`` could not
-    save: a logged package bypass, or ``PackageError`` for ``aot_compile``
-    (there is no package to bypass) and under ``strict_precompile``."""
-    reason = (PLUGIN_GUARDS_NOT_SAVED.format(names=_names(unsaved)) if unsaved
-              else CONFIG_OVERRIDE_NOT_SAVED.format(names=_names(overrides)))
-    if getattr(output_graph, "package", None) is None:
-        raise PackageError(AOT_COMPILE_REFUSED.format(names=_names(unsaved)) if unsaved else reason)
-    if torch._dynamo.config.strict_precompile:
-        raise PackageError(reason)
-    output_graph.bypass_package(reason)
+    if attr is not None:
+        return source, attr
+    step = source_step(source)
+    return None if step is None or step[0] != "attr" else (source.base, source.member)
 
 
 def torch_functions_off() -> Any:

@@ -332,14 +332,17 @@ def _merged_entries(entries: list[Any]) -> Any | None:
 #   the kept variants call; a saved entry that no longer loads here (another
 #   torch or GPU, a source file that changed since) or that does not fit
 #   together with the new one (another function of the same key, a name
-#   bound two ways) is replaced, as torch replaces it;
+#   bound two ways) is replaced, as torch replaces it, and a saved variant
+#   whose guards do not unpickle here (``_guards_load``: a guard builder
+#   saved under a name this plugin no longer has) is dropped, or every
+#   later install of the entry would fail and trace again;
 # - installing a package (``precompile.packages.install_or_trace``) installs the variants of
 #   this process's rank only (``_only_this_process_variants``), so a call
 #   checks no other rank's guards; the package keeps the others, so what
 #   this process saves still holds them.
 #
 # Soundness does not rest on the attribute: every saved variant's guards
-# hold the rank its trace folded (``dynamo.DYNAMO_DIST_SAVED_BY``), so a
+# hold the rank its trace folded (``precompile.plugin_guards.DYNAMO_DIST_SAVED_BY``), so a
 # variant of another rank that is installed anyway (by a torch without the
 # plugin, or saved before the attribute existed) fails on load, and the
 # frame is traced.
@@ -425,13 +428,33 @@ def _loads_here(entry: Any) -> bool:
     return True
 
 
+def _guards_load(variant: Any) -> bool:
+    """This process can unpickle a saved variant's guards (what ``install``
+    does first): one that names a function no longer found (a guard builder
+    of a plugin that kept it under another qualified name, a class since
+    removed) fails every install of the entry, so every later load of it
+    would trace the function again."""
+    try:
+        load_guards_state(variant.guards_state)
+    except Exception:
+        return False
+    return True
+
+
+def _loading_variants(entry: Any) -> Any:
+    """``entry`` with only the saved variants whose guards load here."""
+    return dataclasses.replace(entry, codes=[
+        dataclasses.replace(code, guarded_codes=[v for v in code.guarded_codes if _guards_load(v)])
+        for code in entry.codes])
+
+
 def merged_with_saved(saved: Any, new: Any) -> Any | None:
     """One ``PrecompileCacheEntry`` holding the variants of ``saved`` (the
-    entry in the cache dir) and ``new`` (this process's), or None where the
-    new entry should replace the saved one (see above)."""
+    entry in the cache dir) that load here and of ``new`` (this process's),
+    or None where the new entry should replace the saved one (see above)."""
     if not _loads_here(saved.dynamo):
         return None
-    merged = _merged_entries([saved.dynamo, new.dynamo])
+    merged = _merged_entries([_loading_variants(saved.dynamo), new.dynamo])
     if merged is None:
         return None
     keep = recent_variants()

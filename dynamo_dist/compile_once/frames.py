@@ -7,7 +7,7 @@ still traces each frame with Dynamo before it reaches those lookups (on a
 warm or shared cache, most of a first step). With torch's precompile on,
 Dynamo records each traced frame in the compiled function's package: its
 bytecode, its guards as saved state (the plugin's in their saved form:
-``_compat/dynamo.py``) and the backends its code calls. So where Dynamo is
+``precompile/plugin_guards.py``) and the backends its code calls. So where Dynamo is
 about to trace a frame of a package (the compiled function, or one of its
 resume functions), the ranks agree through the job's store, as for a graph:
 

@@ -35,7 +35,7 @@ from .._compat import observe as O
 from .report import (DECLINED, LOADED, LOADED_FROM_RANK, LOADED_FROM_RANK_THEN_TRACED, LOADED_THEN_TRACED, NOT_SAVED,
                      PACKAGED, PLUGIN, STOCK_DYNAMO, TRACED, ExplainReport, FrameOrigin)
 
-# How the plugin's own reason for declining a package begins (``_compat/dynamo.py``).
+# How the plugin's own reason for declining a package begins (``precompile/saved_guards.py``).
 PLUGIN_REASON = "dynamo_dist:"
 # Backends whose compiles torch's precompile saves (it saves a frame with its AOTAutograd entry).
 SAVED_BACKENDS = ("inductor",)

@@ -3,10 +3,13 @@ each installed as a wrapper around the torch function it corrects
 (``_hooks/core.py``); the facts each rests on, and the accessors it reaches
 torch through, are in ``_compat/dynamo.py`` and ``_compat/packages.py``:
 
-- ``saved_guards.py``: a frame's guards as torch saves them: each plugin
-  guard in its saved form, torch's guards on a config override or a module
-  read re-saved, the plugin's saved-by guard; a frame with a guard that has
-  no saved form declined;
+- ``saved_guards.py``: a frame's guards as torch saves them, and a frame
+  with a guard that has no saved form declined:
+  - ``plugin_guards.py``: each plugin guard in its saved form (a picklable
+    description rebuilt as the same check), and the plugin's saved-by guard
+    (its version, the redistribute planner's switches, the folded rank);
+  - ``torch_guards.py``: torch's guards on a config override or on a value
+    read through a module, saved as the values they stand for;
 - ``guard_state.py``: what torch's guard pickler cannot save (a frame's
   guards and the values they were built on), saved in the plugin's forms:
   - ``function_ctx.py``: an ``autograd.Function``'s ``ctx`` (a frame

@@ -31,8 +31,9 @@ BOUNDARY = "_compat"
 USER_FACING = {"_StridedShard", "_spec", "_get_backend_name"}
 
 # The hook points _hooks/ patches (private names of Dynamo's classes).
-# (_compilation_metrics: explain's recorder widens Dynamo's compile-metrics deque.)
-HOOKS_ALLOWED = {"_wrap", "_type_handlers", "_compilation_metrics"}
+# (_compilation_metrics: explain's recorder widens Dynamo's compile-metrics deque;
+# get_guard_manager_from_source: the backported guard source of an AsyncCollectiveTensor input.)
+HOOKS_ALLOWED = {"_wrap", "_type_handlers", "_compilation_metrics", "get_guard_manager_from_source"}
 
 # Python's own (not torch's) ways to end a process, in the one module that ends processes.
 PROCESS_ALLOWED = {"_exit", "_run_exitfuncs"}
@@ -43,6 +44,8 @@ DYNAMO_INTERNALS = {
     "output", "proxy", "fake_mode", "create_proxy", "import_source",
     "load_import_from", "create_call_function", "create_call_function_kw", "add_push_null",
     "extend_output", "create_load_const", "make_guard", "get_guard_manager", "add_lambda_guard",
+    "get_guard_manager_from_source", "guard_tree_values", "create_fn", "originating_source",
+    "bypass_package", "user_stack",
 }
 
 
@@ -113,7 +116,7 @@ def _torch_offences(module: str) -> list[str]:
         elif isinstance(node, ast.Attribute):
             if _is_private(node.attr) and node.attr not in OWN | allowed | USER_FACING:
                 what = f".{node.attr}"
-            elif node.attr in DYNAMO_INTERNALS:
+            elif node.attr in DYNAMO_INTERNALS - allowed:
                 what = f".{node.attr} (Dynamo internals)"
         if what:
             found.append(f"{where}:{node.lineno}: {what}")
