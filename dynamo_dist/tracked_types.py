@@ -49,7 +49,7 @@ class TrackedType:
     # tracing); with ``objects``, the object's table name comes second.
     tracker: Callable[..., Any]
     # ... whose class passes this test (built-in and user placements are two types) ...
-    kind: Callable[[type], bool] | None = None
+    class_test: Callable[[type], bool] | None = None
     # ... or these very objects (functions, by identity): ``objects()`` maps each to its name.
     objects: Callable[[], Mapping[Any, str]] | None = None
     # The member table the tracker reads (``variables.members.MemberTable``).
@@ -86,14 +86,14 @@ class TrackedType:
     # False: only objects read from a source are.
     sourceless: bool = False
     # ``class_tracker(cls, source=...)``: the tracker of the type's class and
-    # of its subclasses (that pass ``kind``), sourced (identity-guarded) or not.
+    # of its subclasses (that pass ``class_test``), sourced (identity-guarded) or not.
     class_tracker: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         types = self.python_type if isinstance(self.python_type, tuple) else (self.python_type,)
         problems = [f"python_type must be a type or a tuple of types, not {self.python_type!r}"
                     for t in types if not isinstance(t, type)]
-        problems += [f"{field} must be callable" for field in ("tracker", "kind", "objects", "guard", "ready",
+        problems += [f"{field} must be callable" for field in ("tracker", "class_test", "objects", "guard", "ready",
                                                                "key_identity", "key_pickle", "rebuild",
                                                                "cache_save", "on_cache_load", "class_tracker")
                      if getattr(self, field) is not None and not callable(getattr(self, field))]
@@ -109,13 +109,13 @@ class TrackedType:
 
     def covers(self, value: Any) -> bool:
         """``value`` is an object of this type."""
-        return (isinstance(value, self.python_type) and (self.kind is None or self.kind(type(value)))
+        return (isinstance(value, self.python_type) and (self.class_test is None or self.class_test(type(value)))
                 and (self.objects is None or value in self.objects()))
 
     def covers_class(self, cls: type) -> bool:
         """``cls`` is this type's class, or a subclass of it, tracked as a class."""
         return (self.class_tracker is not None and issubclass(cls, self.python_type)
-                and (self.kind is None or self.kind(cls)))
+                and (self.class_test is None or self.class_test(cls)))
 
 
 @dataclass(frozen=True)

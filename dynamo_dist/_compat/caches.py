@@ -183,7 +183,7 @@ def _artifact_manager() -> Any:
 
 def artifact_mark() -> dict[str, int]:
     """Where the record of new cache artifacts stands now, per type."""
-    return {kind: len(items) for kind, items in _artifact_manager()._new_cache_artifacts.items()}
+    return {artifact_type: len(items) for artifact_type, items in _artifact_manager()._new_cache_artifacts.items()}
 
 
 def artifacts_since(mark: dict[str, int], wanted: set[tuple[str, str]]) -> list[Any]:
@@ -192,8 +192,8 @@ def artifacts_since(mark: dict[str, int], wanted: set[tuple[str, str]]) -> list[
     again); raises LookupError for one of ``wanted`` never recorded."""
     manager = _artifact_manager()
     found: dict[tuple[str, str], Any] = {}
-    for kind, items in manager._new_cache_artifacts.items():
-        start = mark.get(kind, 0)
+    for artifact_type, items in manager._new_cache_artifacts.items():
+        start = mark.get(artifact_type, 0)
         for artifact in items[start if start <= len(items) else 0:]:
             found[(artifact.type(), artifact.key)] = artifact
     for artifact in manager._seen_artifacts:

@@ -25,7 +25,7 @@ _REASON_END = re.compile(r"\n(?:Stack variable source attribution|User code trac
 
 # What Dynamo did after the break, from the reason's opening words.
 CANNOT_RESUME, NOT_GRACEFUL, RESUMED = "cannot_resume", "not_graceful", "resumed"
-_KINDS = (
+_AFTER = (
     ("Encountered graph break that we cannot resume from", CANNOT_RESUME),
     ("Failed to handle graph break gracefully", NOT_GRACEFUL),
 )
@@ -40,7 +40,7 @@ class ParsedBreak:
     explanation: str
     hints: tuple
     context: str
-    kind: str            # CANNOT_RESUME, NOT_GRACEFUL or RESUMED
+    after: str           # CANNOT_RESUME, NOT_GRACEFUL or RESUMED
 
 
 def parse_graph_break_log(text: str) -> ParsedBreak | None:
@@ -51,10 +51,10 @@ def parse_graph_break_log(text: str) -> ParsedBreak | None:
     rest = text[head.end():]
     reason = _REASON_END.split(rest)[0]
     gb_type, explanation, hints, context = parse_break_message(reason)
-    kind = next((k for prefix, k in _KINDS if reason.startswith(prefix)), RESUMED)
+    after = next((k for prefix, k in _AFTER if reason.startswith(prefix)), RESUMED)
     frames = tuple((f.group("file"), int(f.group("line")), f.group("fn")) for f in _FRAME.finditer(rest))
     return ParsedBreak(head.group("file"), int(head.group("line")), frames, gb_type, explanation,
-                       tuple(hints), context, kind)
+                       tuple(hints), context, after)
 
 
 def user_function(name: str) -> str:

@@ -50,11 +50,11 @@ def stock_member_kind(cls: type, name: str) -> str | None:
         return None
     for klass in cls.__mro__:
         try:
-            kind = get_member_type(klass, name)
+            member_type = get_member_type(klass, name)
         except Exception:
-            kind = None
-        if kind is not None:
+            member_type = None
+        if member_type is not None:
             return {MemberType.USE_REAL: "use_real", MemberType.INLINED: "inlined"}.get(
-                kind, str(kind).lower()
+                member_type, str(member_type).lower()
             )
     return None

@@ -47,15 +47,15 @@ class Patches:
 
     def original(self, owner: Any, name: str, default: Any = _MISSING) -> Any:
         """The value ``owner.name`` had before the first ``set``."""
-        for kind, target, attr, value in self._undo:
-            if kind == "attr" and target is owner and attr == name:
+        for how, target, attr, value in self._undo:
+            if how == "attr" and target is owner and attr == name:
                 return value
         return default
 
     def restore(self) -> None:
         while self._undo:
-            kind, target, name, original = self._undo.pop()
-            if kind == "attr":
+            how, target, name, original = self._undo.pop()
+            if how == "attr":
                 if original is _MISSING:
                     if name in getattr(target, "__dict__", {}):
                         delattr(target, name)

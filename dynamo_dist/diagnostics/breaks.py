@@ -64,7 +64,7 @@ def parse_log(text: str, compile_id: str, memo: dict) -> GraphBreak | None:
     if parsed is None:
         return None
     gb_type, explanation, hints, context = parsed.gb_type, parsed.explanation, list(parsed.hints), parsed.context
-    effect = _EFFECTS.get(parsed.kind, RESUMES)
+    effect = _EFFECTS.get(parsed.after, RESUMES)
     file, line, frames = parsed.file, parsed.line, parsed.frames
     user_frames = [f for f in frames if is_user_file(f[0])]
     key = (gb_type, file, line)

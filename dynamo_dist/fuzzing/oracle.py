@@ -94,11 +94,11 @@ def data_dependent(e: BaseException | None) -> bool:
                                                            and not _is_internal(e))
 
 
-def _caused_by(e: BaseException | None, kind: type[BaseException]) -> bool:
-    """``e`` or an exception in its cause chain is a ``kind``."""
+def _caused_by(e: BaseException | None, error_type: type[BaseException]) -> bool:
+    """``e`` or an exception in its cause chain is an ``error_type``."""
     seen: set[int] = set()
     while e is not None and id(e) not in seen:
-        if isinstance(e, kind):
+        if isinstance(e, error_type):
             return True
         seen.add(id(e))
         e = e.__cause__ or e.__context__
@@ -106,7 +106,7 @@ def _caused_by(e: BaseException | None, kind: type[BaseException]) -> bool:
 
 
 # The collectives compiled code runs in place of eager's, by design: eager's
-# kind -> (compiled code's kind, why). The comparison reads eager's through it.
+# op -> (compiled code's op, why). The comparison reads eager's through it.
 TRACED_AS: dict[str, tuple[str, str]] = {
     "scatter": ("broadcast", "functional collectives have no scatter: a traced distribute_tensor broadcasts "
                              "the source tensor on each mesh dim and every rank keeps its piece (the same values, "
@@ -120,7 +120,7 @@ def _moving(log: CollectiveLog | None, eager: bool = False) -> list[Collective]:
     if log is None:
         return []
     ran = [c for c in log.take() if len(c.ranks) > 1]
-    return [Collective(TRACED_AS[c.kind][0], c.ranks) if eager and c.kind in TRACED_AS else c for c in ran]
+    return [Collective(TRACED_AS[c.op][0], c.ranks) if eager and c.op in TRACED_AS else c for c in ran]
 
 
 def _listed(ran: list[Collective]) -> str:

@@ -13,7 +13,7 @@ state A's graphs do not fit.
 
 Every process runs in a recording world (``worlds.recording``): for each
 program it writes down the collectives the compiled program ran and those
-eager runs, as (kind, sorted ranks of the group), never by group name. The
+eager runs, as (op, sorted ranks of the group), never by group name. The
 parent (``properties.check_processes``) then asks of every process: the
 compiled program ran exactly eager's collectives, and raised nothing. A B
 that missed the caches compiled anew in its own state; one that hit them
@@ -85,7 +85,7 @@ class ProgramRun:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProgramRun":
         def collectives(items: list[dict[str, Any]]) -> tuple[Collective, ...]:
-            return tuple(Collective(c["kind"], tuple(c["ranks"])) for c in items)
+            return tuple(Collective(c["op"], tuple(c["ranks"])) for c in items)
 
         return cls(collectives(data["compiled"]), data["compiled_error"], collectives(data["eager"]),
                    data["eager_error"], data["outcomes"], data["limitation"], data.get("traced"))
@@ -319,7 +319,7 @@ def _compared(collectives: tuple[Collective, ...]) -> tuple[Collective, ...]:
     """Collectives as the oracle compares them: a reduction with ``avg`` as one
     with ``sum`` (DTensor merges sum and avg partials into one sum and scales
     the result locally: the same collective as an avg over the same ranks)."""
-    return tuple(Collective(c.kind.replace("(avg)", "(sum)"), c.ranks) for c in collectives)
+    return tuple(Collective(c.op.replace("(avg)", "(sum)"), c.ranks) for c in collectives)
 
 
 def _caches(run: ProgramRun) -> str:
@@ -339,7 +339,7 @@ def perturbation(base: ProcessState, state: ProcessState) -> str:
 
 def problems(example: ProcessesExample, who: str, state: ProcessState, runs: list[ProgramRun]) -> list[str]:
     """What is wrong with one process's runs: a compiled program that raised,
-    or ran other collectives than eager (compared by kind and group ranks,
+    or ran other collectives than eager (compared by op and group ranks,
     ``_compared``).
     A program the known ``compile_on_one_rank`` limitation stopped compiling
     has nothing to compare."""

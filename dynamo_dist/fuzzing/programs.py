@@ -34,7 +34,7 @@ from .values import placements as placements_st
 @dataclass
 class _Expr:
     code: str
-    kind: str  # int | bool | str | seq | placement | placements | mesh | group | tensor | any
+    type: str  # int | bool | str | seq | placement | placements | mesh | group | tensor | any
     touches: frozenset[str] = frozenset()
 
 
@@ -124,16 +124,16 @@ class _Builder:
     def placement_literal(self) -> tuple[str, Any]:
 
         dim = self.draw(st.integers(0, self.tensor_ndim - 1))
-        kind = self.pick(["shard", "shard_kw", "replicate", "partial", "partial_default", "strided"])
-        if kind == "shard":
+        placement = self.pick(["shard", "shard_kw", "replicate", "partial", "partial_default", "strided"])
+        if placement == "shard":
             return f"Shard({dim})", Shard(dim)
-        if kind == "shard_kw":
+        if placement == "shard_kw":
             return f"Shard(dim={dim})", Shard(dim)
-        if kind == "replicate":
+        if placement == "replicate":
             return "Replicate()", Replicate()
-        if kind == "partial_default":
+        if placement == "partial_default":
             return "Partial()", Partial()
-        if kind == "partial":
+        if placement == "partial":
             op = self.pick(REDUCE_OPS)
             return f"Partial({op!r})", Partial(op)
         sf = self.draw(st.integers(1, 4))
@@ -376,18 +376,18 @@ class _Builder:
             return _Expr(f"not {self.pick(self.bools)}", "bool")
         while True:
             e = self.query()
-            if e.kind == "bool":
+            if e.type == "bool":
                 return e
-            if e.kind == "int":
+            if e.type == "int":
                 return _Expr(f"{e.code} > {self.draw(st.integers(0, 3))}", "bool", e.touches)
 
     # -- statements --------------------------------------------------------------
     def assign(self, indent: int, var: str, expr: _Expr) -> None:
         self.emit(indent, f"{var} = {expr.code}", expr.touches)
-        if expr.kind in ("int", "bool"):
+        if expr.type in ("int", "bool"):
             if self.draw(st.booleans()):
                 self.emit(indent, f"x = x + {var}")
-        elif expr.kind == "tensor":
+        elif expr.type == "tensor":
             self.emit(indent, f"x = x + {var}.sum()")
 
     def value(self) -> _Expr:
@@ -398,13 +398,13 @@ class _Builder:
         return self.query()
 
     def statement(self) -> None:
-        kind = self.pick(["assign"] * 5 + ["branch"] * 2 + ["try", "loop"] + (["wild"] * 3 if self.wild else []))
+        statement = self.pick(["assign"] * 5 + ["branch"] * 2 + ["try", "loop"] + (["wild"] * 3 if self.wild else []))
         var = self.new_var()
-        if kind == "assign":
+        if statement == "assign":
             expr = self.value()
             self.assign(1, var, expr)
             self._record(var, expr)
-        elif kind == "branch":
+        elif statement == "branch":
             cond = self.condition()
             self.emit(1, f"if {cond.code}:", cond.touches)
             a = self.value()
@@ -413,11 +413,11 @@ class _Builder:
             b = self.value()
             self.assign(2, var, b)
             self.emit(2, f"x = x * {self.draw(st.integers(1, 3))}")
-            if a.kind == b.kind:
+            if a.type == b.type:
                 self._record(var, a)
             else:
                 self.answers.append(var)
-        elif kind == "loop":
+        elif statement == "loop":
             ps_all = frozenset({"ps", "ps[*]"})
             self.emit(1, f"{var} = []")
             self.emit(1, "for p in ps:", ps_all)
@@ -428,7 +428,7 @@ class _Builder:
             self.emit(2, "else:")
             self.emit(3, f"{var}.append(p)")
             self.answers.append(var)
-        elif kind == "try":
+        elif statement == "try":
             expr, exc, touches = self.handled_error()
             self.emit(1, "try:")
             self.emit(2, f"{var} = {expr}", touches)
@@ -440,9 +440,9 @@ class _Builder:
 
     def _record(self, var: str, expr: _Expr) -> None:
         self.answers.append(var)
-        if expr.kind == "int":
+        if expr.type == "int":
             self.ints.append(var)
-        elif expr.kind == "bool":
+        elif expr.type == "bool":
             self.bools.append(var)
 
     def wild_statement(self, var: str) -> None:

@@ -22,12 +22,12 @@ Properties:
 - ``dtensor``: DTensor numerics on a real 2-rank gloo world, compiled
   (``aot_eager``, ``fullgraph=True``) vs eager on every rank, gradients too.
 - ``collectives``: DTensor programs on meshes of 1 to 4 dims over a
-  recording world of 8 or 16 ranks: compiled runs eager's collectives (kind,
+  recording world of 8 or 16 ranks: compiled runs eager's collectives (op,
   group ranks, order) and returns eager's layouts.
 - ``processes``: DTensor programs compiled (inductor) in a fresh process A,
   loaded from its compile caches by a fresh process B in a perturbed state:
   every process's compiled programs run exactly the collectives eager runs
-  there (kind and group ranks), or B missed and compiled anew (see
+  there (op and group ranks), or B missed and compiled anew (see
   ``processes``).
 - ``stock``: programs users write (``user_programs``) on a real 2-rank gloo
   world, compiled with the plugin and with stock torch (``aot_eager``,
@@ -491,7 +491,7 @@ def check_collectives(example: CollectivesExample) -> None:
     """In a recording world of ``example.world`` (one process posing as a
     rank), with the plugin installed: build the DTensor, run the program
     eagerly and compiled (``aot_eager``, ``fullgraph=True``). The compiled
-    call runs eager's collectives (kind, the sorted global ranks of each
+    call runs eager's collectives (op, the sorted global ranks of each
     group, order) and returns eager's layouts (placements, global and local
     shapes, dtypes; a recording world moves no data, so values are the
     ``dtensor`` property's part). An example eager rejects is invalid.
@@ -532,7 +532,7 @@ def check_processes(example: ProcessesExample) -> None:
     ``example.compile``, then load them in a fresh process per state of
     ``example.loads`` (sharing A's inductor cache directory, or loading A's
     cache artifacts). In every process, each compiled program runs exactly
-    the collectives eager runs there, as (kind, sorted group ranks), and
+    the collectives eager runs there, as (op, sorted group ranks), and
     raises nothing: a process that hit A's entries runs A's graphs, which
     must fit its own state. An example eager rejects in some state is
     invalid. An example checked before in this process is answered as then."""

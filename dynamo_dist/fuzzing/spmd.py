@@ -88,7 +88,7 @@ class SpmdExample:
 
 @dataclass
 class _State:
-    kind: str  # the type the generator believes h has: R, I, V, P, or ? (unknown)
+    believed: str  # the type the generator believes h has: R, I, V, P, or ? (unknown)
     shape: tuple[int, ...]
 
 
@@ -111,11 +111,11 @@ def _scattered(shape: tuple[int, ...], token: str) -> tuple[int, ...] | None:
     return (shape[0] // 2, *shape[1:]) if shape[0] % 2 == 0 else None
 
 
-def _other(draw: Any, kinds: list[str], believed: str) -> str:
+def _other(draw: Any, types: list[str], believed: str) -> str:
     """The believed type three times in four (well typed), else another."""
-    if believed in kinds and draw(st.integers(0, 3)):
+    if believed in types and draw(st.integers(0, 3)):
         return believed
-    return draw(st.sampled_from(kinds))
+    return draw(st.sampled_from(types))
 
 
 def _statement(draw: Any, s: _State, checker: str, lines: list[str]) -> None:
@@ -132,41 +132,41 @@ def _statement(draw: Any, s: _State, checker: str, lines: list[str]) -> None:
     if name == "math":
         expr = draw(st.sampled_from(["torch.relu(h)", "h * 2", "h + 1", "torch.tanh(h)", "h * h", "h + h", "-h"]))
         lines.append(f"h = {expr}")
-        if expr in ("h + 1", "h * h") and s.kind == "P":
-            s.kind = "?"  # a partial value's nonlinear math: the checker's rule decides
+        if expr in ("h + 1", "h * h") and s.believed == "P":
+            s.believed = "?"  # a partial value's nonlinear math: the checker's rule decides
     elif name == "matmul":
         lines.append("h = h @ w")
-        s.kind = {"R": "V", "V": "V", "I": "V"}.get(s.kind, "?") if checker != "global" else s.kind
+        s.believed = {"R": "V", "V": "V", "I": "V"}.get(s.believed, "?") if checker != "global" else s.believed
     elif name == "sum":
         lines.append("h = h.sum(0)")
         s.shape = s.shape[1:]
     elif name == "add_x":
         lines.append("h = h + x")
-        s.kind = s.kind if s.kind in ("R", "V") else "?"
+        s.believed = s.believed if s.believed in ("R", "V") else "?"
     elif name == "all_reduce":
-        src = _other(draw, ["P", "V"], s.kind)
+        src = _other(draw, ["P", "V"], s.believed)
         dst = draw(st.sampled_from(["R", "I"]))
         lines.append(f'h = spmd.all_reduce(h, "tp", src={src}, dst={dst})')
-        s.kind = dst
+        s.believed = dst
     elif name == "all_gather":
         token = _shard_token(draw, checker)
         dst = draw(st.sampled_from(["R", "I"]))
         extra = ", gather_dim=0" if token == "V" and draw(st.booleans()) else ""
         lines.append(f'h = spmd.all_gather(h, "tp", src={token}, dst={dst}{extra})')
-        if s.kind != "V":
-            s.kind = "?"
+        if s.believed != "V":
+            s.believed = "?"
         else:
-            s.kind = dst
+            s.believed = dst
         s.shape = _gathered(s.shape, token)
     elif name == "reduce_scatter":
         token = "S(0)" if _scattered(s.shape, "V") is None else _shard_token(draw, checker)
-        src = _other(draw, ["P", "V"], s.kind) if s.kind != "R" else draw(st.sampled_from(["P", "R"]))
+        src = _other(draw, ["P", "V"], s.believed) if s.believed != "R" else draw(st.sampled_from(["P", "R"]))
         lines.append(f'h = spmd.reduce_scatter(h, "tp", src={src}, dst={token})')
-        s.kind = "V" if s.kind == src else "?"
+        s.believed = "V" if s.believed == src else "?"
         s.shape = _scattered(s.shape, token) or s.shape
     elif name == "all_to_all":
         lines.append('h = spmd.all_to_all(h, "tp", src=V, dst=V)')
-        s.kind = "V" if s.kind == "V" else "?"
+        s.believed = "V" if s.believed == "V" else "?"
     else:
         _redistribute(draw, s, checker, lines)
 
@@ -174,8 +174,7 @@ def _statement(draw: Any, s: _State, checker: str, lines: list[str]) -> None:
 def _redistribute(draw: Any, s: _State, checker: str, lines: list[str]) -> None:
     """``spmd.redistribute(h, "tp", src=A, dst=B)``: A the believed type
     (or another), B one that fits ``h``'s shape."""
-    kinds = ["R", "I", "P", "V"]
-    src = _other(draw, kinds, s.kind)
+    src = _other(draw, ["R", "I", "P", "V"], s.believed)
     src_token = _shard_token(draw, checker) if src == "V" else src
     dsts = ["R", "I", "P"]
     if src != "V":
@@ -189,7 +188,7 @@ def _redistribute(draw: Any, s: _State, checker: str, lines: list[str]) -> None:
     elif src != "V" and dst in ("V", "S(0)"):
         s.shape = _scattered(s.shape, dst) or s.shape
     believed = "V" if dst == "S(0)" else dst
-    s.kind = believed if src == s.kind else "?"
+    s.believed = believed if src == s.believed else "?"
 
 
 @st.composite

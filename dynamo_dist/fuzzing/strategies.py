@@ -204,11 +204,11 @@ def meshes(world: World | int, *, max_ndim: int = 3, names: bool | None = None,
 
     @st.composite
     def build(draw: Any) -> MeshSpec:
-        kind = draw(st.sampled_from(["init"] + ["permuted"] * rank_maps + ["subset"] * (subsets and size > 1)))
+        ranks_from = draw(st.sampled_from(["init"] + ["permuted"] * rank_maps + ["subset"] * (subsets and size > 1)))
         ranks = None
-        if kind == "permuted":
+        if ranks_from == "permuted":
             ranks = tuple(draw(st.permutations(range(size))))
-        elif kind == "subset":
+        elif ranks_from == "subset":
             ranks = tuple(draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=size - 1, unique=True)))
         shape = draw(mesh_shapes(len(ranks) if ranks else size, max_ndim))
         named = draw(st.booleans()) if names is None else names

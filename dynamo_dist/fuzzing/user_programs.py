@@ -132,14 +132,14 @@ DIST_CALLS: dict[str, DistCall] = {
 }
 
 
-def _groups(kind: str, mesh: MeshSpec) -> list[tuple[dict[str, str], int]]:
-    """The group arguments a ``kind`` of call takes on ``mesh``: (the
+def _groups(groups: str, mesh: MeshSpec) -> list[tuple[dict[str, str], int]]:
+    """The group arguments a call whose ``groups`` are these takes on ``mesh``: (the
     placeholders' text, the group's size)."""
     world = 2
-    if kind == "world":
+    if groups == "world":
         return [({"group": "", "group_only": ""}, world)]
     dims = range(len(mesh.shape))
-    if kind == "c10d":
+    if groups == "c10d":
         out = [({"group": "", "group_only": ""}, world),
                ({"group": ", group=dist.group.WORLD", "group_only": "group=dist.group.WORLD"}, world)]
         for i in dims:

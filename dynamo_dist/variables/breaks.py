@@ -348,14 +348,14 @@ def check_causes(table: Any) -> None:
                                         f"taking the fields {sorted(CAUSE_FIELDS)}")
 
 
-def graph_break(kind: Break, /, *, context: str, **fields: Any) -> NoReturn:
-    """A clean, explained graph break of the declared ``kind``, its templates
+def graph_break(declared: Break, /, *, context: str, **fields: Any) -> NoReturn:
+    """A clean, explained graph break: the ``declared`` one, its templates
     filled with ``fields``. ``context`` is the per-call detail Dynamo reports
     with it."""
-    gb_type, explanation, hints = kind.render(fields)
+    gb_type, explanation, hints = declared.render(fields)
     break_log.debug("graph break %s (%s): %s Hint: %s", gb_type, context, explanation, " Hint: ".join(hints))
     C.dynamo.break_graph(gb_type, context, explanation, hints)
-    raise AssertionError(f"graph break {kind.name}: Dynamo did not break the graph")
+    raise AssertionError(f"graph break {declared.name}: Dynamo did not break the graph")
 
 
 def raise_like_eager(tx: Any, exc: BaseException) -> NoReturn:

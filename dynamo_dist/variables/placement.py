@@ -148,7 +148,7 @@ def is_user_placement_type(cls: type) -> bool:
 BUILTIN_PLACEMENT = declare(TrackedType(
     name="built-in placement",
     python_type=C.distributed.Placement,
-    kind=C.distributed.is_builtin_placement_type,
+    class_test=C.distributed.is_builtin_placement_type,
     tracker=builtin_placement,
     members=PLACEMENT_MEMBERS,
     # Exact type and the fields that define it, C++ guards only
@@ -165,7 +165,7 @@ BUILTIN_PLACEMENT = declare(TrackedType(
 USER_PLACEMENT = declare(TrackedType(
     name="user placement",
     python_type=C.distributed.Placement,
-    kind=is_user_placement_type,
+    class_test=is_user_placement_type,
     tracker=PlacementVariable,
     members=PLACEMENT_MEMBERS,
     # Exact type, its own equality and equal instance state.

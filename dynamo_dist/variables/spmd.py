@@ -406,7 +406,7 @@ def _declare_values(facts: Any) -> None:
 
 
 SPMD_CHECKER = declare(TrackedType(
-    name="spmd_types checker", python_type=torch.overrides.TorchFunctionMode, kind=S.is_checker_class,
+    name="spmd_types checker", python_type=torch.overrides.TorchFunctionMode, class_test=S.is_checker_class,
     tracker=checker_tracker))
 SPMD_FUNCTION = declare(TrackedType(
     name="spmd_types function", python_type=types.FunctionType, objects=spmd_functions,

@@ -6,7 +6,7 @@ writes down each collective it is asked to run, with its group's global
 ranks. It sees what compiled code runs, a graph loaded from a compile cache
 included: the functional collectives (``_c10d_functional.*``) that graphs
 call reach the group itself, where a ``TorchDispatchMode`` would stop Dynamo
-compiling (or fail its guards). A collective is told apart by its kind and
+compiling (or fail its guards). A collective is told apart by its op and
 its group's ranks, never by the group's name (names are a per-process
 counter).
 
@@ -27,20 +27,20 @@ import torch.distributed as dist
 
 from .._compat import observe as O
 
-# The reduce ops by name, for the kind of a reducing collective.
+# The reduce ops by name, for the op of a reducing collective.
 _REDUCE_OPS = ("SUM", "AVG", "MAX", "MIN", "PRODUCT", "BAND", "BOR", "BXOR", "PREMUL_SUM")
 
 
 @dataclass(frozen=True)
 class Collective:
-    """One collective a group ran: its kind (``all_reduce(sum)``,
+    """One collective a group ran: its op (``all_reduce(sum)``,
     ``all_gather_into_tensor``, ...) and the sorted global ranks of its group."""
 
-    kind: str
+    op: str
     ranks: tuple[int, ...]
 
     def __str__(self) -> str:
-        return f"{self.kind} over {list(self.ranks)}"
+        return f"{self.op} over {list(self.ranks)}"
 
 
 @dataclass
@@ -105,8 +105,8 @@ class RecordingGroup(dist.ProcessGroup):
         return f"RecordingGroup({self._name!r}, ranks={list(self.ranks)}, rank={self.rank()})"
 
     # -- collectives -----------------------------------------------------------
-    def _ran(self, kind: str, result: Any, count: int = 1) -> Any:
-        self.log.collectives.append(Collective(kind if count == 1 else f"{kind}_coalesced", self.ranks))
+    def _ran(self, op: str, result: Any, count: int = 1) -> Any:
+        self.log.collectives.append(Collective(op if count == 1 else f"{op}_coalesced", self.ranks))
         return O.completed_work(result)
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:

@@ -66,7 +66,7 @@ def test_a_compiled_graphs_collectives_are_recorded_like_eager():
         f(d)
         eager = log.take()
     assert compiled == eager and len(eager) == 3, (compiled, eager)
-    assert sorted(c.kind for c in eager) == ["all_gather_into_tensor", "all_reduce(sum)", "all_reduce(sum)"]
+    assert sorted(c.op for c in eager) == ["all_gather_into_tensor", "all_reduce(sum)", "all_reduce(sum)"]
 
 
 def test_the_recording_world_is_a_fake_world_to_the_caches():
