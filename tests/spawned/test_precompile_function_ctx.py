@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.release]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -101,11 +101,13 @@ def test_a_frame_resumed_inside_a_functions_forward_is_saved_and_loads(tmp_path)
     assert second[0]["traced"] == 0, second  # every frame loaded
     assert second[1]["traced"] > 0, second  # k is guarded (on ctx.k too): traced again
     # A restart in a world of 4 sharing the cache dir: its group of that name
-    # has another size, so the saved entry cannot load there; it is traced
-    # again (the loaded resume frame inside forward is undone too: it called a
-    # resume function the failed load had removed, NameError).
+    # has another size, so the frames that read it (the step, the rest of
+    # forward) cannot load there and are traced again (a loaded resume frame
+    # inside forward is undone too: it called a resume function the failed
+    # load had removed, NameError). forward up to the break reads no group:
+    # 2.11-2.14 load it (2 graphs traced), 2.15 traces it with the rest (3).
     [other], _ = _run(script, tmp_path / "cache", "plugin", [3], world=4)
-    assert other["traced"] == 3 and other["value"] == other["eager"], other
+    assert other["traced"] in (2, 3) and other["value"] == other["eager"], other
 
 
 def test_stock_does_not_save_a_frame_holding_ctx(tmp_path):
