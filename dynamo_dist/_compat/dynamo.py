@@ -694,7 +694,6 @@ def decline_package(output_graph: Any, reason: str, refused: str) -> None:
 # ``<config module>._config[<key>].user_override`` (``precompile/torch_guards.py``).
 _OVERRIDE_KEY = re.compile(r"\._config\[['\"]([^'\"]+)['\"]\]\.user_override")
 CONFIG_UNSET = _UNSET_SENTINEL  # what an unset override's ``get()`` answers
-_CONSTANTS = (bool, int, float, str, type(None))
 
 
 def config_override_key(guard: Any) -> str | None:
@@ -731,9 +730,8 @@ def config_entry(module: Any, key: str) -> Any:
 def config_value_without_override(module: Any, key: str) -> Any:
     """What ``module.key`` answers while the entry has no override, where
     that answer is fixed for the life of the process: the environment's
-    default, else the declared default, a plain constant (no alias, no
-    forcing environment variable, no justknob). ``CONFIG_UNSET`` where it
-    is not (the lookup is then made on every check)."""
+    default, else the declared default (no alias, no forcing environment
+    variable, no justknob). ``CONFIG_UNSET`` where it is not."""
     entry = config_entry(module, key)
     if (entry is None or getattr(entry, "alias", None) is not None or getattr(entry, "justknob", None) is not None
             or getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL or entry.hide):
@@ -741,7 +739,7 @@ def config_value_without_override(module: Any, key: str) -> Any:
     value = getattr(entry, "env_value_default", _UNSET_SENTINEL)
     if value is _UNSET_SENTINEL:
         value = entry.default
-    return value if type(value) in _CONSTANTS else _UNSET_SENTINEL
+    return value
 
 
 def reads_through_a_module(guard: Any, output_graph: Any) -> bool:

@@ -67,7 +67,8 @@ def config_value_check(description: tuple[str, str, Any]) -> Callable[[Any], boo
     module_name, key, value = description
     module = importlib.import_module(module_name)
     unset, sentinel = C.dynamo.config_value_without_override(module, key), C.dynamo.CONFIG_UNSET
-    if unset is sentinel:
+    # Where the entry's fallback is not fixed, or not a plain constant, the module answers at each call.
+    if unset is sentinel or type(unset) not in _CONSTANTS:
         return lambda override: _same_constant(getattr(module, key) if override is sentinel else override, value)
     # The config module's answer without an override costs microseconds
     # (``ConfigModule.__getattr__`` in Python) on every call of the frame;
