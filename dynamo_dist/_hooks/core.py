@@ -114,7 +114,7 @@ error and stock is left untouched.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from .. import _compat as C
 from ..aot import alias, collective_inputs, object_constants, rng_states, symbol_proxies
@@ -181,28 +181,7 @@ def _patch(p: Patches) -> None:
     for module in C.dynamo.IDENTITY_HOOK_POINTS:
         p.set(module, "vt_identity_compare", _identity_compare(module.vt_identity_compare))
     p.set(*C.dynamo.DTENSOR_SPEC_GUARD_POINT, dtensor_guard.DTENSOR_SPEC_GUARD)
-    owner, name = C.dynamo.GUARD_SERIALIZATION_POINT
-    p.set(owner, name, saved_guards.save_plugin_guards(getattr(owner, name)))
-    owner, name = C.packages.PACKAGE_INSTALL_POINT
-    p.set(owner, name, packages.install_or_trace(getattr(owner, name)))
-    owner, name = C.packages.PACKAGE_RECORD_POINT
-    p.set(owner, name, packages.record_merged(getattr(owner, name)))
-    owner, name = C.packages.ENTRY_WRITE_POINT
-    p.set(owner, name, packages.write_merged(getattr(owner, name)))
-    if C.packages.MODULE_LOAD_POINT is not None:
-        owner, name = C.packages.MODULE_LOAD_POINT
-        p.set(owner, name, packages.load_module_by_alias(getattr(owner, name)))
-    if C.dynamo.FSDP_TYPE_UNPICKLE_POINT is not None:
-        owner, name = C.dynamo.FSDP_TYPE_UNPICKLE_POINT
-        p.set(owner, name, fsdp.fsdp_type_made_on_load(owner.__dict__[name]))
-    if C.dynamo.FSDP_MODULE_PICKLE_POINT is not None:
-        owner, name = C.dynamo.FSDP_MODULE_PICKLE_POINT
-        p.set(owner, name, fsdp.fsdp_module_keeps_class(getattr(owner, name)))
-    owner, name = C.dynamo.GUARD_STATE_PICKLE_POINT
-    p.set(owner, name, guard_state.saved_by_the_plugin(getattr(owner, name)))
-    if C.dynamo.INSTALL_GLOBAL_POINT is not None:
-        owner, name = C.dynamo.INSTALL_GLOBAL_POINT
-        p.set(owner, name, new_globals.install_global_unbound(getattr(owner, name)))
+    _precompile_patches(p)
     owner, name = C.dynamo.BACKEND_CALL_POINT
     p.set(owner, name, _checker_paused_at_run_time(getattr(owner, name)))
     p.set_item(C.spmd.ON_LOADED, "runtime frames", _skip_spmd_runtime_frames)
@@ -321,6 +300,33 @@ def _tracker_patches(p: Patches) -> None:
 
     call_apply.__wrapped__ = original_apply  # type: ignore[attr-defined]
     p.set(owner, name, call_apply)
+
+
+def _precompile_rows() -> tuple[tuple[Any, Callable[[Any], Any], bool], ...]:
+    """The fixes of ``precompile/``: (torch's point, or None where this
+    release needs no fix there; the wrapper of its original; whether the
+    original is read from the class's ``__dict__``, a classmethod as it is),
+    installed in this order (two wrap the guard pickler's ``reducer_override``:
+    the FSDP module's form first, then the plugin's saved forms before it)."""
+    return (
+        (C.dynamo.GUARD_SERIALIZATION_POINT, saved_guards.save_plugin_guards, False),
+        (C.packages.PACKAGE_INSTALL_POINT, packages.install_or_trace, False),
+        (C.packages.PACKAGE_RECORD_POINT, packages.record_merged, False),
+        (C.packages.ENTRY_WRITE_POINT, packages.write_merged, False),
+        (C.packages.MODULE_LOAD_POINT, packages.load_module_by_alias, False),
+        (C.dynamo.FSDP_TYPE_UNPICKLE_POINT, fsdp.fsdp_type_made_on_load, True),
+        (C.dynamo.FSDP_MODULE_PICKLE_POINT, fsdp.fsdp_module_keeps_class, False),
+        (C.dynamo.GUARD_STATE_PICKLE_POINT, guard_state.saved_by_the_plugin, False),
+        (C.dynamo.INSTALL_GLOBAL_POINT, new_globals.install_global_unbound, False),
+    )
+
+
+def _precompile_patches(p: Patches) -> None:
+    """The fixes of ``precompile/`` to torch's precompile (``_precompile_rows``)."""
+    for point, wrapper, raw in _precompile_rows():
+        if point is not None:
+            owner, name = point
+            p.set(owner, name, wrapper(owner.__dict__[name] if raw else getattr(owner, name)))
 
 
 def _aot_patches(p: Patches) -> None:
