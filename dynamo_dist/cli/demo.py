@@ -295,15 +295,35 @@ def _collectives_line(collectives: list[str], groups: dict[str, str]) -> str:
 def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, dist_backend: str,
                   device_type: str) -> tuple[str, int]:
     """The report text and the exit status (0: every compiled run matched
-    eager on every rank and the plugin's run worked; 1 otherwise)."""
-    first = ranks[0]
-    labels = [label for label in ("dynamo_dist", "stock") if label in first.runs]
+    eager on every rank and the plugin's run worked; 1 otherwise): a header,
+    then one section each for what was traced, the collectives, the values,
+    the step times, the contrasts and the summary."""
+    labels = [label for label in ("dynamo_dist", "stock") if label in ranks[0].runs]
     out = [f"dynamo_dist demo: tensor-parallel {options.model} ({_config_text(options.config)})",
            f"  {world} ranks, {dist_backend} on {device_type}, launched by {options.launcher}; 1-D mesh tp={world}; "
            f"torch.compile backend {options.backend}; {options.steps} SGD steps, backward outside the compiled "
            f"region", ""]
+    out += _traced_section(ranks, labels)
+    out += _collectives_section(ranks, labels)
+    values, status = _values_section(ranks, labels)
+    out += values
+    out += _step_time_section(options, ranks, labels)
+    if options.contrasts:
+        lines, failed = _contrasts_report(options, ranks, world)
+        out += lines
+        status = 1 if failed else status
+    if "stock" in labels and "dynamo_dist" in labels:
+        out += _summary(options, ranks, world)
+    out.append("Result: " + ("OK: every compiled run matches eager on every rank" if status == 0
+                             else "MISMATCH (exit status 1)"))
+    return "\n".join(out), status
+
+
+def _traced_section(ranks: list[RankSummary], labels: list[str]) -> list[str]:
+    """Graph breaks, graphs compiled and recompiles of each compiled run
+    (the values of every rank), and rank 0's break reasons."""
     width = max(len(label) for label in labels + ["eager"]) + 2
-    out.append(f"{'':24}" + "".join(f"{label:>{width + 6}}" for label in labels))
+    out = [f"{'':24}" + "".join(f"{label:>{width + 6}}" for label in labels)]
     rows = [("graph breaks", "graph_breaks"), ("graphs compiled (step 1)", "compiles"),
             ("recompiles (steps 2+)", "recompiles")]
     for title, attr in rows:
@@ -313,10 +333,16 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
             cells.append("/".join(str(v) for v in sorted(values)))
         out.append(f"{title:24}" + "".join(f"{c:>{width + 6}}" for c in cells))
     for label in labels:
-        run = first.runs[label]
+        run = ranks[0].runs[label]
         if run.break_reasons:
             out.append(f"  {label} graph breaks: " + "; ".join(run.break_reasons))
-    out.append("")
+    return out + [""]
+
+
+def _collectives_section(ranks: list[RankSummary], labels: list[str]) -> list[str]:
+    """The collectives of each captured graph of each compiled run (rank
+    0's), and whether every rank captured the same."""
+    first, out = ranks[0], []
     for label in labels:
         run = first.runs[label]
         same = all(r.runs[label].forward == run.forward and r.runs[label].backward == run.backward for r in ranks)
@@ -327,8 +353,14 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
                 out.append(f"  {phase:8} graph {i}: {_collectives_line(graph, first.groups)}")
         if not run.forward and not run.backward:
             out.append("  (no graph captured)")
-    out.append("")
-    out.append(f"Compiled vs eager, losses and gradients at every step (rtol {RTOL:g}, atol {ATOL:g}):")
+    return out + [""]
+
+
+def _values_section(ranks: list[RankSummary], labels: list[str]) -> tuple[list[str], int]:
+    """Each compiled run's losses and gradients against eager's on every
+    rank, and rank 0's error of a run that failed; the status so far (1
+    where the plugin's run, or a compiled run that did not fail, differs)."""
+    out = [f"Compiled vs eager, losses and gradients at every step (rtol {RTOL:g}, atol {ATOL:g}):"]
     status = 0
     for r in ranks:
         cells = []
@@ -343,6 +375,7 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
                 status = 1
             cells.append(f"{label}: {verdict} (max |loss diff| {loss_diff:.2g}, max |grad diff| {grad_diff:.2g})")
         out.append(f"  rank {r.rank}: " + "; ".join(cells))
+    first = ranks[0]
     if "eager (stock phase)" in first.matches:
         same = all(r.matches["eager (stock phase)"][0] for r in ranks)
         out.append(f"  (the two eager runs agree on every rank: {'yes' if same else 'NO'})")
@@ -351,12 +384,18 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
         run = first.runs[label]
         if run.error is not None:
             out.append(f"\n{label} run failed on rank 0:\n{run.error}")
-    out.append("")
+    return out + [""], status
+
+
+def _step_time_section(options: DemoOptions, ranks: list[RankSummary], labels: list[str]) -> list[str]:
+    """Each rank's median step time, eager beside each compiled run, and
+    its first step (the compile)."""
+    first = ranks[0]
     pairs = [(e, c) for e, c in (("eager", "dynamo_dist"), ("eager (stock phase)", "stock")) if c in labels]
-    out.append(f"Step time, ms: median of steps 2-{options.steps} (forward + backward + optimizer step); each "
-               f"compiled run is stepped in turn with an eager one, speedup = eager / compiled. "
-               f"{first.threads} thread(s) per rank, {first.cpus} CPUs on rank 0's machine: noisy when ranks "
-               f"share a few cores.")
+    out = [f"Step time, ms: median of steps 2-{options.steps} (forward + backward + optimizer step); each "
+           f"compiled run is stepped in turn with an eager one, speedup = eager / compiled. "
+           f"{first.threads} thread(s) per rank, {first.cpus} CPUs on rank 0's machine: noisy when ranks "
+           f"share a few cores."]
     head = f"  {'rank':>4}"
     for _, label in pairs:
         head += f"  {'eager':>8}  {label:>11}  {'speedup':>7}"
@@ -369,16 +408,7 @@ def render_report(options: DemoOptions, ranks: list[RankSummary], world: int, di
         first_steps = ", ".join(f"{label} {r.runs[label].step_ms[0] / 1000:.1f} s"
                                 for _, label in pairs if r.runs[label].step_ms)
         out.append(line + f"   {first_steps}")
-    out.append("")
-    if options.contrasts:
-        lines, failed = _contrasts_report(options, ranks, world)
-        out += lines
-        status = 1 if failed else status
-    if "stock" in labels and "dynamo_dist" in labels:
-        out += _summary(options, ranks, world)
-    out.append("Result: " + ("OK: every compiled run matches eager on every rank" if status == 0
-                             else "MISMATCH (exit status 1)"))
-    return "\n".join(out), status
+    return out + [""]
 
 
 # ---------------------------------------------------------------------------
