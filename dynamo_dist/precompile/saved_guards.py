@@ -67,9 +67,10 @@ def saved_guards(builder: Any, sorted_guards: Any, output_graph: Any) -> tuple[l
     (where every guard has a saved form) the plugin's own saved-by guard.
     Returns ``(kept, unsaved, overrides)``: the names of the plugin guards
     with no saved form and of the config overrides that have none."""
-    kept, unsaved, overrides, groups = [], [], [], {}
+    kept, unsaved, overrides, groups, torch_guard_names = [], [], [], {}, []
     for guard in sorted_guards:
         if not plugin_guards.is_plugin_guard(guard):
+            torch_guard_names.append(guard.name)
             if (key := C.dynamo.config_override_key(guard)) is not None:
                 saved = torch_guards.saved_override(builder, guard, key)
                 if saved is None:
@@ -88,17 +89,17 @@ def saved_guards(builder: Any, sorted_guards: Any, output_graph: Any) -> tuple[l
         elif saved is not plugin_guards.DROP:
             kept.append(saved)
     if not unsaved and not overrides:
-        _release_groups(builder, groups, sorted_guards)
+        _release_groups(builder, groups, torch_guard_names)
         kept.append(plugin_guards.saved_by_guard())
     return kept, unsaved, overrides
 
 
-def _release_groups(builder: Any, groups: dict[str, Any], sorted_guards: Any) -> None:
+def _release_groups(builder: Any, groups: dict[str, Any], others: list[str]) -> None:
     """Let torch pickle the groups only plugin guards read as its placeholder:
     it refuses a ProcessGroup that a guard reads (its own guards could not
     be rebuilt on one), and the plugin's saved guards do not read it on
-    load. A group a torch guard reads too (on it or below it) stays refused."""
-    others = [g.name for g in sorted_guards if not plugin_guards.is_plugin_guard(g)]
+    load. A group a torch guard (named in ``others``) reads too, on it or
+    below it, stays refused."""
     for name, group in groups.items():
         if not any(other == name or other.startswith((name + ".", name + "[")) for other in others):
             C.dynamo.release_guarded_value(builder, group)
